@@ -1,0 +1,42 @@
+//! The `kubefacts` command line: one module per verb, each a thin shell over the library.
+
+mod demo;
+mod schemas;
+mod tail;
+
+use clap::{Parser, Subcommand};
+
+pub use demo::DemoArgs;
+pub use schemas::SchemasArgs;
+pub use tail::TailArgs;
+
+/// Kubernetes observations to versioned, exactly-once Avro facts on Kafka.
+#[derive(Debug, Parser)]
+#[command(name = "kubefacts", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The verbs. More arrive with their issues (watch, process, replay, simulate, cleaner, alerts).
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the pipeline on a bundled cluster trace, in memory: no broker, no cluster.
+    Demo(DemoArgs),
+    /// Decode a topic's Avro records (Confluent or single-object framing) to JSON lines.
+    Tail(TailArgs),
+    /// List the embedded schemas and check their evolution (BACKWARD_TRANSITIVE).
+    Schemas(SchemasArgs),
+}
+
+impl Cli {
+    /// Runs the chosen verb.
+    pub async fn run(self) -> anyhow::Result<()> {
+        match self.command {
+            Command::Demo(args) => demo::run(args),
+            Command::Tail(args) => tail::run(args).await,
+            Command::Schemas(args) => schemas::run(args),
+        }
+    }
+}

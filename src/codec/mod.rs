@@ -1,0 +1,211 @@
+//! Avro on Kafka: framing, the embedded schemas, the registry client and the schema
+//! evolution check.
+//!
+//! Writers frame with Confluent's wire format when a registry is configured (what Kafka
+//! Connect sinks expect) and with Avro single-object encoding otherwise. The decoder accepts
+//! either, finds the writer schema (by registry id or by fingerprint among the current
+//! schemas and every frozen revision), and resolves the datum to this build's current
+//! schema of the same name, so records written by older revisions read as current ones.
+
+mod error;
+pub mod evolution;
+mod frame;
+pub mod json;
+pub mod registry;
+mod schemas;
+
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::{Arc, RwLock},
+};
+
+use apache_avro::{
+    Schema, reader::datum::GenericDatumReader, types::Value, writer::datum::GenericDatumWriter,
+};
+use serde::{Serialize, de::DeserializeOwned};
+
+pub use error::CodecError;
+pub use frame::{CONFLUENT_HEADER_LEN, Framing, SINGLE_OBJECT_HEADER_LEN};
+pub use registry::{RegistryClient, RegistryError};
+pub use schemas::{KnownSchema, SchemaSet, fingerprint};
+
+/// Encodes and decodes kubefacts records; cheap to share (`Arc`) between tasks.
+pub struct Codec {
+    schemas: &'static SchemaSet,
+    registry: Option<RegistryClient>,
+    /// Writer schemas fetched from the registry, by id. Never held across an `.await`.
+    by_id: RwLock<HashMap<u32, Arc<KnownSchema>>>,
+}
+
+impl fmt::Debug for Codec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Codec").field("registry", &self.registry).finish_non_exhaustive()
+    }
+}
+
+/// A decoded record value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    /// How the value was framed.
+    pub framing: Framing,
+    /// Full name of the writer schema.
+    pub schema_name: String,
+    /// The value, resolved to this build's current schema when it knows the name.
+    pub value: Value,
+}
+
+impl Codec {
+    /// A codec over the embedded schemas; with a registry it writes Confluent framing,
+    /// without one single-object encoding.
+    pub fn new(registry: Option<RegistryClient>) -> Result<Self, CodecError> {
+        Ok(Self { schemas: SchemaSet::embedded()?, registry, by_id: RwLock::default() })
+    }
+
+    /// The schemas this codec knows.
+    pub fn schemas(&self) -> &'static SchemaSet {
+        self.schemas
+    }
+
+    /// A writer of `full_name` records for the values of `topic`. With a registry this
+    /// registers the schema under the topic's value subject (TopicNameStrategy) once.
+    pub async fn value_writer(&self, topic: &str, full_name: &str) -> Result<RecordWriter, CodecError> {
+        self.writer(&RegistryClient::value_subject(topic), full_name).await
+    }
+
+    /// A writer of `full_name` records for the keys of `topic`.
+    pub async fn key_writer(&self, topic: &str, full_name: &str) -> Result<RecordWriter, CodecError> {
+        self.writer(&RegistryClient::key_subject(topic), full_name).await
+    }
+
+    async fn writer(&self, subject: &str, full_name: &str) -> Result<RecordWriter, CodecError> {
+        let known = self.schemas.current(full_name)?;
+        let framing = match &self.registry {
+            Some(registry) => {
+                let schema_id = registry.register(subject, &known.text).await?;
+                Framing::Confluent { schema_id }
+            }
+            None => Framing::SingleObject { fingerprint: known.fingerprint },
+        };
+        RecordWriter::new(known, framing)
+    }
+
+    /// Decodes a record value of either framing to an Avro value.
+    pub async fn decode(&self, bytes: &[u8]) -> Result<Decoded, CodecError> {
+        let (framing, datum) = Framing::parse(bytes)?;
+        let writer = self.writer_schema(framing).await?;
+        let reader = self.schemas.current(&writer.full_name).ok().filter(|r| r.fingerprint != writer.fingerprint);
+        let value = read_datum(&writer.full_name, &writer.schema, reader.map(|r| &r.schema), datum)?;
+        Ok(Decoded { framing, schema_name: writer.full_name.clone(), value })
+    }
+
+    /// Decodes a record value into a Rust type shaped like the current schema.
+    pub async fn decode_as<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, CodecError> {
+        let decoded = self.decode(bytes).await?;
+        apache_avro::from_value::<T>(&decoded.value)
+            .map_err(|e| CodecError::Convert { schema: decoded.schema_name, source: Box::new(e) })
+    }
+
+    async fn writer_schema(&self, framing: Framing) -> Result<Arc<KnownSchema>, CodecError> {
+        match framing {
+            Framing::SingleObject { fingerprint } => self
+                .schemas
+                .by_fingerprint(fingerprint)
+                .cloned()
+                .ok_or(CodecError::UnknownFingerprint { fingerprint }),
+            Framing::Confluent { schema_id: id } => {
+                if let Some(known) = self.by_id.read().expect("lock poisoned").get(&id) {
+                    return Ok(Arc::clone(known));
+                }
+                let registry = self.registry.as_ref().ok_or(CodecError::NoRegistry { id })?;
+                let text = registry.schema_by_id(id).await?.ok_or(CodecError::UnknownSchemaId { id })?;
+                let parsed = KnownSchema::parse("registry", None, &text, &format!("registry id {id}"))?;
+                // Prefer the embedded copy: same schema, and it is already shared.
+                let known = match self.schemas.by_fingerprint(parsed.fingerprint) {
+                    Some(k) => Arc::clone(k),
+                    None => Arc::new(parsed),
+                };
+                self.by_id.write().expect("lock poisoned").insert(id, Arc::clone(&known));
+                Ok(known)
+            }
+        }
+    }
+}
+
+/// Reads one datum, resolving to `reader` when given, and refuses trailing bytes.
+pub fn read_datum(
+    name: &str,
+    writer: &Schema,
+    reader: Option<&Schema>,
+    mut datum: &[u8],
+) -> Result<Value, CodecError> {
+    let err = |e| CodecError::Datum { schema: name.to_owned(), source: Box::new(e) };
+    let value = GenericDatumReader::builder(writer)
+        .maybe_reader_schema(reader)
+        .build()
+        .map_err(err)?
+        .read_value(&mut datum)
+        .map_err(err)?;
+    if !datum.is_empty() {
+        return Err(CodecError::TrailingBytes { schema: name.to_owned(), trailing: datum.len() });
+    }
+    Ok(value)
+}
+
+/// Writes records of one schema with one framing; synchronous, for the hot path.
+pub struct RecordWriter {
+    known: Arc<KnownSchema>,
+    framing: Framing,
+    header: Vec<u8>,
+    writer: GenericDatumWriter<'static>,
+}
+
+impl fmt::Debug for RecordWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordWriter")
+            .field("schema", &self.known.full_name)
+            .field("framing", &self.framing)
+            .finish()
+    }
+}
+
+impl RecordWriter {
+    /// A writer for an embedded schema with the given framing.
+    pub fn new(known: &'static Arc<KnownSchema>, framing: Framing) -> Result<Self, CodecError> {
+        let writer = GenericDatumWriter::builder(&known.schema)
+            .build()
+            .map_err(|e| CodecError::Encode { schema: known.full_name.clone(), source: Box::new(e) })?;
+        Ok(Self { known: Arc::clone(known), framing, header: framing.header(), writer })
+    }
+
+    /// The framing this writer puts in front of each datum.
+    pub fn framing(&self) -> Framing {
+        self.framing
+    }
+
+    /// The schema written.
+    pub fn schema(&self) -> &KnownSchema {
+        &self.known
+    }
+
+    /// Encodes a serde value shaped like the schema (schema-aware serializer, no
+    /// intermediate `Value`).
+    pub fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, CodecError> {
+        let mut out = Vec::with_capacity(self.header.len() + 128);
+        out.extend_from_slice(&self.header);
+        self.writer.write_ser(&mut out, value).map_err(|e| self.encode_error(e))?;
+        Ok(out)
+    }
+
+    /// Encodes an Avro value, validating it against the schema first.
+    pub fn encode_value(&self, value: &Value) -> Result<Vec<u8>, CodecError> {
+        let mut out = Vec::with_capacity(self.header.len() + 128);
+        out.extend_from_slice(&self.header);
+        self.writer.write_value_ref(&mut out, value).map_err(|e| self.encode_error(e))?;
+        Ok(out)
+    }
+
+    fn encode_error(&self, e: apache_avro::Error) -> CodecError {
+        CodecError::Encode { schema: self.known.full_name.clone(), source: Box::new(e) }
+    }
+}

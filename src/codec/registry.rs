@@ -1,0 +1,296 @@
+//! A small client for the Confluent schema-registry REST API (v7), which Confluent's own
+//! registry, Apicurio's `/apis/ccompat/v7` and Karapace all serve.
+
+use std::{fmt, time::Duration};
+
+use reqwest::{StatusCode, Url};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
+
+/// Why a registry call failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The configured URL is not a valid absolute http(s) URL.
+    #[error("invalid schema registry URL: {reason}")]
+    InvalidUrl {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The registry could not be reached or did not answer in time.
+    #[error("schema registry {url} unreachable: {source}")]
+    Unreachable {
+        /// The registry (credentials removed).
+        url: String,
+        /// The transport error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The registry answered with an unexpected status.
+    #[error("schema registry {url} answered {status} to {operation}: {body}")]
+    Status {
+        /// The registry (credentials removed).
+        url: String,
+        /// What was asked.
+        operation: &'static str,
+        /// HTTP status.
+        status: StatusCode,
+        /// Response body, cut to 500 bytes.
+        body: String,
+    },
+    /// The registry refused a schema as incompatible with the subject's earlier versions.
+    #[error("schema registry refused the schema for subject {subject} as incompatible: {body}")]
+    Incompatible {
+        /// The subject.
+        subject: String,
+        /// The registry's explanation.
+        body: String,
+    },
+    /// The registry's answer was not the JSON the API promises.
+    #[error("schema registry {url} sent an unreadable answer to {operation}: {source}")]
+    BadResponse {
+        /// The registry (credentials removed).
+        url: String,
+        /// What was asked.
+        operation: &'static str,
+        /// The decoding error.
+        #[source]
+        source: reqwest::Error,
+    },
+}
+
+impl RegistryError {
+    /// Whether the same call may succeed later.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } => true,
+            Self::Status { status, .. } => status.is_server_error(),
+            _ => false,
+        }
+    }
+}
+
+/// Compatibility levels of the Confluent API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Compatibility {
+    /// New schemas can read data written by the latest one.
+    Backward,
+    /// New schemas can read data written by every earlier one.
+    BackwardTransitive,
+    /// Backward and forward against the latest.
+    Full,
+    /// Backward and forward against every earlier one.
+    FullTransitive,
+    /// No check.
+    None,
+}
+
+/// A Confluent-API schema registry client. `Debug` and errors never show credentials.
+#[derive(Clone)]
+pub struct RegistryClient {
+    base: Url,
+    http: reqwest::Client,
+}
+
+impl fmt::Debug for RegistryClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistryClient").field("base", &redacted(&self.base)).finish()
+    }
+}
+
+#[derive(Serialize)]
+struct SchemaBody<'a> {
+    schema: &'a str,
+}
+#[derive(Deserialize)]
+struct IdBody {
+    id: u32,
+}
+#[derive(Deserialize)]
+struct SchemaText {
+    schema: String,
+}
+#[derive(Deserialize)]
+struct IsCompatible {
+    is_compatible: bool,
+}
+
+impl RegistryClient {
+    /// A client for the registry at `url` (e.g. `http://127.0.0.1:8081` or
+    /// `http://host/apis/ccompat/v7`); credentials in the URL are sent as basic auth.
+    pub fn new(url: &str, timeout: Duration) -> Result<Self, RegistryError> {
+        let mut base = Url::parse(url).map_err(|e| RegistryError::InvalidUrl { reason: e.to_string() })?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(RegistryError::InvalidUrl {
+                reason: format!("scheme {:?} is not http or https", base.scheme()),
+            });
+        }
+        if !base.path().ends_with('/') {
+            let path = format!("{}/", base.path());
+            base.set_path(&path);
+        }
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| RegistryError::Unreachable { url: redacted(&base), source: e })?;
+        Ok(Self { base, http })
+    }
+
+    /// The registry URL without credentials, for logs.
+    pub fn url(&self) -> String {
+        redacted(&self.base)
+    }
+
+    /// The TopicNameStrategy subject of a topic's record values.
+    pub fn value_subject(topic: &str) -> String {
+        format!("{topic}-value")
+    }
+
+    /// The TopicNameStrategy subject of a topic's record keys.
+    pub fn key_subject(topic: &str) -> String {
+        format!("{topic}-key")
+    }
+
+    /// Registers `schema` under `subject` (or finds it there) and returns its id.
+    pub async fn register(&self, subject: &str, schema: &str) -> Result<u32, RegistryError> {
+        let op = "register";
+        let req = self.request(reqwest::Method::POST, &["subjects", subject, "versions"]);
+        let resp = self.send(req.json(&SchemaBody { schema })).await?;
+        match resp.status() {
+            s if s.is_success() => Ok(self.json::<IdBody>(resp, op).await?.id),
+            StatusCode::CONFLICT => Err(RegistryError::Incompatible {
+                subject: subject.to_owned(),
+                body: body_text(resp).await,
+            }),
+            _ => Err(self.status_error(resp, op).await),
+        }
+    }
+
+    /// The schema text with this id, or `None` if the registry does not know it.
+    pub async fn schema_by_id(&self, id: u32) -> Result<Option<String>, RegistryError> {
+        let op = "get schema by id";
+        let req = self.request(reqwest::Method::GET, &["schemas", "ids", &id.to_string()]);
+        let resp = self.send(req).await?;
+        match resp.status() {
+            s if s.is_success() => Ok(Some(self.json::<SchemaText>(resp, op).await?.schema)),
+            StatusCode::NOT_FOUND => Ok(None),
+            _ => Err(self.status_error(resp, op).await),
+        }
+    }
+
+    /// Sets the compatibility level the registry enforces for a subject.
+    pub async fn set_compatibility(
+        &self,
+        subject: &str,
+        level: Compatibility,
+    ) -> Result<(), RegistryError> {
+        #[derive(Serialize)]
+        struct Body {
+            compatibility: Compatibility,
+        }
+        let op = "set compatibility";
+        let req = self.request(reqwest::Method::PUT, &["config", subject]);
+        let resp = self.send(req.json(&Body { compatibility: level })).await?;
+        if resp.status().is_success() {
+            Ok(())
+        } else {
+            Err(self.status_error(resp, op).await)
+        }
+    }
+
+    /// Asks whether `schema` is compatible with the subject's versions under its level.
+    pub async fn is_compatible(&self, subject: &str, schema: &str) -> Result<bool, RegistryError> {
+        let op = "check compatibility";
+        let path = ["compatibility", "subjects", subject, "versions", "latest"];
+        let resp = self.send(self.request(reqwest::Method::POST, &path).json(&SchemaBody { schema })).await?;
+        if resp.status().is_success() {
+            Ok(self.json::<IsCompatible>(resp, op).await?.is_compatible)
+        } else {
+            Err(self.status_error(resp, op).await)
+        }
+    }
+
+    fn request(&self, method: reqwest::Method, segments: &[&str]) -> reqwest::RequestBuilder {
+        let mut url = self.base.clone();
+        url.set_username("").ok();
+        url.set_password(None).ok();
+        url.path_segments_mut().expect("http URL has a path").pop_if_empty().extend(segments);
+        let mut req = self.http.request(method, url).header(reqwest::header::ACCEPT, CONTENT_TYPE);
+        if !self.base.username().is_empty() {
+            req = req.basic_auth(self.base.username(), self.base.password());
+        }
+        req
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, RegistryError> {
+        req.header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
+            .send()
+            .await
+            .map_err(|e| RegistryError::Unreachable { url: self.url(), source: e.without_url() })
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        resp: reqwest::Response,
+        operation: &'static str,
+    ) -> Result<T, RegistryError> {
+        resp.json::<T>()
+            .await
+            .map_err(|e| RegistryError::BadResponse { url: self.url(), operation, source: e.without_url() })
+    }
+
+    async fn status_error(&self, resp: reqwest::Response, operation: &'static str) -> RegistryError {
+        let status = resp.status();
+        RegistryError::Status { url: self.url(), operation, status, body: body_text(resp).await }
+    }
+}
+
+async fn body_text(resp: reqwest::Response) -> String {
+    let mut body = resp.text().await.unwrap_or_default();
+    if body.len() > 500 {
+        let cut = (0..=500).rev().find(|i| body.is_char_boundary(*i)).unwrap_or(0);
+        body.truncate(cut);
+        body.push('…');
+    }
+    body
+}
+
+/// The URL with any user name and password removed.
+fn redacted(url: &Url) -> String {
+    let mut u = url.clone();
+    if !u.username().is_empty() || u.password().is_some() {
+        u.set_username("").ok();
+        u.set_password(None).ok();
+    }
+    u.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_never_show_in_debug_or_url() {
+        let c = RegistryClient::new("https://svc:s3cr3t@registry.example/apis/ccompat/v7", Duration::from_secs(1))
+            .unwrap();
+        let shown = format!("{c:?} {}", c.url());
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(!shown.contains("svc"), "{shown}");
+        assert!(shown.contains("registry.example/apis/ccompat/v7/"), "{shown}");
+    }
+
+    #[test]
+    fn rejects_non_http_urls() {
+        assert!(matches!(
+            RegistryClient::new("file:///etc/passwd", Duration::from_secs(1)),
+            Err(RegistryError::InvalidUrl { .. })
+        ));
+        assert!(matches!(
+            RegistryClient::new("not a url", Duration::from_secs(1)),
+            Err(RegistryError::InvalidUrl { .. })
+        ));
+    }
+}

@@ -1,0 +1,14 @@
+//! kubefacts turns what a Kubernetes cluster does into versioned, exactly-once Avro facts
+//! on Kafka. See `docs/ARCHITECTURE.md` for one observation followed end to end.
+//!
+//! Entry points:
+//! * [`codec`] — Avro framing (Confluent or single-object), the embedded schemas, the
+//!   schema-registry client and the evolution check.
+//! * [`trace`] — the cluster-trace format (JSON lines of watch events) that `demo`,
+//!   `replay` and the simulator read and write.
+//! * [`cli`] — the `kubefacts` command line.
+
+pub mod cli;
+pub mod codec;
+pub mod config;
+pub mod trace;

@@ -1,0 +1,106 @@
+use super::*;
+
+fn read_all(text: &str) -> Vec<Result<TraceEntry, TraceError>> {
+    read(text.as_bytes()).collect()
+}
+
+const JOB_EVENT: &str = r#"{"type":"MODIFIED","observed_at":"2026-11-29T10:00:00.250Z","object":{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"nightly-29012345","namespace":"etl","uid":"6f1c9a52-3d2e-4b8e-9a51-0c7f7d3f2a10","ownerReferences":[{"apiVersion":"batch/v1","kind":"CronJob","name":"nightly","uid":"0b7e4d8c-1f2a-4c3b-8d9e-5a6b7c8d9e0f","controller":true,"blockOwnerDeletion":true}]},"spec":{"backoffLimit":2,"completions":1,"parallelism":1,"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"main","image":"etl:1"}]}}},"status":{"failed":3,"startTime":"2026-11-29T09:58:00Z","conditions":[{"type":"FailureTarget","status":"True","reason":"BackoffLimitExceeded","message":"Job has reached the specified backoff limit","lastTransitionTime":"2026-11-29T09:59:58Z","lastProbeTime":"2026-11-29T09:59:58Z"},{"type":"Failed","status":"True","reason":"BackoffLimitExceeded","message":"Job has reached the specified backoff limit","lastTransitionTime":"2026-11-29T09:59:59Z","lastProbeTime":"2026-11-29T09:59:59Z"}],"uncountedTerminatedPods":{}}}}"#;
+
+#[test]
+fn reads_a_kubectl_watch_event() {
+    let entries = read_all(JOB_EVENT);
+    let [Ok(entry)] = entries.as_slice() else { panic!("{entries:?}") };
+    assert_eq!(entry.observed_at_ms, 1_795_946_400_250);
+    let TraceEvent::Applied(KubeObject::Job(job)) = &entry.event else { panic!("{entry:?}") };
+    assert_eq!(job.metadata.name.as_deref(), Some("nightly-29012345"));
+    let conditions = job.status.as_ref().unwrap().conditions.as_ref().unwrap();
+    assert_eq!(conditions[1].type_, "Failed");
+}
+
+#[test]
+fn reads_pretty_printed_bare_objects_and_lists() {
+    let text = r#"{
+  "apiVersion": "v1", "kind": "Namespace", "observed_at": 1000,
+  "metadata": {"name": "etl", "annotations": {"kubefacts.io/exclude": "true"}}
+}
+{"apiVersion":"v1","kind":"List","observed_at":2000,"items":[
+  {"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}},
+  {"apiVersion":"v1","kind":"Namespace","metadata":{"name":"b"}}]}
+"#;
+    let entries: Vec<_> = read_all(text).into_iter().map(Result::unwrap).collect();
+    let names: Vec<_> = entries
+        .iter()
+        .map(|e| match &e.event {
+            TraceEvent::Applied(KubeObject::Namespace(ns)) => (e.observed_at_ms, ns.metadata.name.clone().unwrap()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(names, [(1000, "etl".into()), (2000, "a".into()), (2000, "b".into())]);
+}
+
+#[test]
+fn reads_kubefacts_lines() {
+    let text = r#"{"type":"HEARTBEAT","observed_at":5}
+{"type":"SNAPSHOT_BEGIN","observed_at":6,"epoch":2}
+{"type":"SNAPSHOT_END","observed_at":7,"epoch":2}
+{"type":"SESSION","observed_at":8,"session":{"session_id":"s-1","state":"PAUSED_FOREVER","pod":{"namespace":"agents","name":"s-1"},"owner":"team-a"}}
+"#;
+    let events: Vec<_> = read_all(text).into_iter().map(|e| e.unwrap().event).collect();
+    assert_eq!(events[0], TraceEvent::Heartbeat);
+    assert_eq!(events[1], TraceEvent::SnapshotBegin { epoch: 2 });
+    assert_eq!(events[2], TraceEvent::SnapshotEnd { epoch: 2 });
+    let TraceEvent::Session(s) = &events[3] else { panic!() };
+    assert_eq!(s.state, SessionState::Unknown, "unknown future states map to UNKNOWN");
+}
+
+#[test]
+fn bad_values_are_reported_and_reading_goes_on() {
+    let text = r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}}
+{"type":"ADDED","observed_at":"yesterday","object":{}}
+{"type":"ADDED","observed_at":1,"object":{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"}}}
+{"type":"BOOKMARK","observed_at":1}
+{"type":"SNAPSHOT_END","observed_at":1}
+{"type":"ADDED","observed_at":1,"object":{"apiVersion":"batch/v1","kind":"Job","spec":"not a spec"}}
+{"type":"HEARTBEAT","observed_at":9}
+{"broken"
+{"type":"HEARTBEAT","observed_at":10}
+"#;
+    let results = read_all(text);
+    let reasons: Vec<_> = results.iter().map(|r| r.as_ref().map_err(TraceError::reason).map(|e| e.observed_at_ms)).collect();
+    assert_eq!(
+        reasons,
+        [
+            Err("observed_at"),
+            Err("observed_at"),
+            Err("unsupported_kind"),
+            Err("unknown_type"),
+            Err("missing_field"),
+            Err("invalid_object"),
+            Ok(9),
+            Err("syntax"),
+        ]
+    );
+    assert!(results[0].as_ref().unwrap_err().to_string().contains("trace value 1"));
+}
+
+#[test]
+fn written_entries_read_back_identically() {
+    let mut entries: Vec<_> = read_all(JOB_EVENT).into_iter().map(Result::unwrap).collect();
+    entries.push(TraceEntry { observed_at_ms: 42, event: TraceEvent::SnapshotBegin { epoch: 3 } });
+    entries.push(TraceEntry {
+        observed_at_ms: 43,
+        event: TraceEvent::Session(SessionRecord {
+            session_id: "s".into(),
+            state: SessionState::WaitingForInput,
+            pod: SessionPod { namespace: "n".into(), name: "p".into(), uid: None },
+            owner: "o".into(),
+            updated_at_ms: Some(40),
+        }),
+    });
+    let mut out = Vec::new();
+    for e in &entries {
+        e.write_line(&mut out).unwrap();
+    }
+    let back: Vec<_> = read(out.as_slice()).map(Result::unwrap).collect();
+    assert_eq!(back, entries);
+}
