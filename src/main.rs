@@ -1,14 +1,13 @@
 use clap::Parser;
-use kubefacts::cli::Cli;
-use tracing_subscriber::EnvFilter;
+use kubefacts::{cli::Cli, telemetry};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")))
-        .with_writer(std::io::stderr)
-        .init();
-    match Cli::parse().run().await {
+    let cli = Cli::parse();
+    let provider = telemetry::init(cli.log_format);
+    let result = cli.run().await;
+    let _ = provider.shutdown();
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -14,6 +14,9 @@ pub use tail::TailArgs;
 #[derive(Debug, Parser)]
 #[command(name = "kubefacts", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
+    /// Log line format on stderr (levels from RUST_LOG, default warn).
+    #[arg(long, global = true, value_enum, default_value_t = crate::telemetry::LogFormat::Text)]
+    pub log_format: crate::telemetry::LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -79,12 +79,19 @@ pub(super) async fn run(args: TailArgs) -> anyhow::Result<()> {
     let metadata = consumer
         .fetch_metadata(Some(&args.topic), Duration::from_secs(10))
         .with_context(|| format!("reading metadata of {} from {}", args.topic, args.bootstrap))?;
-    let topic = metadata.topics().first().context("broker returned no topic metadata")?;
+    let topic = metadata
+        .topics()
+        .first()
+        .context("broker returned no topic metadata")?;
     if topic.error().is_some() || topic.partitions().is_empty() {
         bail!("topic {} does not exist on {}", args.topic, args.bootstrap);
     }
     let mut assignment = TopicPartitionList::new();
-    let start = if args.from_beginning { Offset::Beginning } else { Offset::End };
+    let start = if args.from_beginning {
+        Offset::Beginning
+    } else {
+        Offset::End
+    };
     for p in topic.partitions() {
         assignment.add_partition_offset(&args.topic, p.id(), start)?;
     }

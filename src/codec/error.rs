@@ -66,6 +66,14 @@ pub enum CodecError {
         #[source]
         source: Box<apache_avro::Error>,
     },
+    /// The datum ends before its schema says it does.
+    #[error("truncated Avro datum for {schema}: {len} bytes end before the record does")]
+    TruncatedDatum {
+        /// Full name of the writer schema.
+        schema: String,
+        /// Bytes present.
+        len: usize,
+    },
     /// The datum decoded but bytes were left over: the record is not what its header says.
     #[error("{trailing} trailing bytes after the Avro datum for {schema}")]
     TrailingBytes {
@@ -101,6 +109,14 @@ pub enum CodecError {
         #[source]
         source: Box<apache_avro::Error>,
     },
+    /// A schema's parsing canonical form (for its fingerprint) could not be computed.
+    #[error("schema {origin} has no parsing canonical form: {reason}")]
+    Canonical {
+        /// Where the schema came from.
+        origin: String,
+        /// Why.
+        reason: String,
+    },
     /// A schema compiled into this build does not parse (a build defect: `cargo test`
     /// catches it before release).
     #[error("embedded schemas are invalid: {reason}")]
@@ -131,12 +147,14 @@ impl CodecError {
             Self::UnknownFingerprint { .. } => "unknown_fingerprint",
             Self::UnknownRecord { .. } => "unknown_record",
             Self::Datum { .. } => "invalid_datum",
+            Self::TruncatedDatum { .. } => "truncated_datum",
             Self::TrailingBytes { .. } => "trailing_bytes",
             Self::Encode { .. } => "encode_failed",
             Self::Convert { .. } => "type_mismatch",
-            Self::Schema { .. } | Self::NotARecord { .. } | Self::Embedded { .. } => {
-                "invalid_schema"
-            }
+            Self::Schema { .. }
+            | Self::NotARecord { .. }
+            | Self::Embedded { .. }
+            | Self::Canonical { .. } => "invalid_schema",
             Self::Registry(_) => "registry_unavailable",
         }
     }

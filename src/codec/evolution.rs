@@ -14,7 +14,9 @@ use super::{KnownSchema, SchemaSet};
 #[non_exhaustive]
 pub enum EvolutionError {
     /// The schema has no frozen revision at all.
-    #[error("{stem}: no frozen revision; copy schemas/{stem}.avsc to schemas/revisions/{stem}/r1.avsc")]
+    #[error(
+        "{stem}: no frozen revision; copy schemas/{stem}.avsc to schemas/revisions/{stem}/r1.avsc"
+    )]
     NotFrozen {
         /// File stem.
         stem: String,
@@ -60,7 +62,10 @@ pub enum EvolutionError {
 /// Checks that `reader` can read everything written with `writer`.
 pub fn can_read(writer: &KnownSchema, reader: &KnownSchema) -> Result<(), String> {
     if writer.full_name != reader.full_name {
-        return Err(format!("record renamed from {} to {}", writer.full_name, reader.full_name));
+        return Err(format!(
+            "record renamed from {} to {}",
+            writer.full_name, reader.full_name
+        ));
     }
     match SchemaCompatibility::can_read(&writer.schema, &reader.schema) {
         Ok(Compatibility::Full) => Ok(()),
@@ -80,11 +85,16 @@ pub fn check_history(
 ) -> Vec<EvolutionError> {
     let mut errors = Vec::new();
     let Some(latest) = revisions.last().map(AsRef::as_ref) else {
-        return vec![EvolutionError::NotFrozen { stem: stem.to_owned() }];
+        return vec![EvolutionError::NotFrozen {
+            stem: stem.to_owned(),
+        }];
     };
     let rev = |s: &KnownSchema| s.revision.unwrap_or(0);
     if current.text != latest.text {
-        errors.push(EvolutionError::CurrentDiffersFromLatest { stem: stem.to_owned(), latest: rev(latest) });
+        errors.push(EvolutionError::CurrentDiffersFromLatest {
+            stem: stem.to_owned(),
+            latest: rev(latest),
+        });
     }
     for (j, newer) in revisions.iter().map(AsRef::as_ref).enumerate() {
         for older in revisions[..j].iter().map(AsRef::as_ref) {

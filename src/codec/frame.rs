@@ -38,11 +38,21 @@ impl Framing {
             [] => Err(CodecError::Empty),
             [CONFLUENT_MAGIC, rest @ ..] => {
                 let (id, datum) = split_header(rest, "Confluent", CONFLUENT_HEADER_LEN)?;
-                Ok((Framing::Confluent { schema_id: u32::from_be_bytes(id) }, datum))
+                Ok((
+                    Framing::Confluent {
+                        schema_id: u32::from_be_bytes(id),
+                    },
+                    datum,
+                ))
             }
             [0xC3, 0x01, rest @ ..] => {
                 let (fp, datum) = split_header(rest, "single-object", SINGLE_OBJECT_HEADER_LEN)?;
-                Ok((Framing::SingleObject { fingerprint: u64::from_le_bytes(fp) }, datum))
+                Ok((
+                    Framing::SingleObject {
+                        fingerprint: u64::from_le_bytes(fp),
+                    },
+                    datum,
+                ))
             }
             [0xC3] => Err(CodecError::TruncatedHeader {
                 framing: "single-object",
@@ -102,7 +112,9 @@ mod tests {
 
     #[test]
     fn confluent_header_round_trips() {
-        let f = Framing::Confluent { schema_id: 0x01020304 };
+        let f = Framing::Confluent {
+            schema_id: 0x01020304,
+        };
         let mut bytes = f.header();
         assert_eq!(bytes, [0, 1, 2, 3, 4]);
         bytes.push(42);
@@ -111,7 +123,9 @@ mod tests {
 
     #[test]
     fn single_object_header_is_little_endian() {
-        let f = Framing::SingleObject { fingerprint: 0x0807060504030201 };
+        let f = Framing::SingleObject {
+            fingerprint: 0x0807060504030201,
+        };
         let bytes = f.header();
         assert_eq!(bytes, [0xC3, 0x01, 1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(Framing::parse(&bytes).unwrap(), (f, &[][..]));
@@ -130,15 +144,27 @@ mod tests {
         ));
         assert!(matches!(
             Framing::parse(&[0, 0, 1]),
-            Err(CodecError::TruncatedHeader { framing: "Confluent", needed: 5, got: 3 })
+            Err(CodecError::TruncatedHeader {
+                framing: "Confluent",
+                needed: 5,
+                got: 3
+            })
         ));
         assert!(matches!(
             Framing::parse(&[0xC3]),
-            Err(CodecError::TruncatedHeader { needed: 10, got: 1, .. })
+            Err(CodecError::TruncatedHeader {
+                needed: 10,
+                got: 1,
+                ..
+            })
         ));
         assert!(matches!(
             Framing::parse(&[0xC3, 0x01, 9]),
-            Err(CodecError::TruncatedHeader { needed: 10, got: 3, .. })
+            Err(CodecError::TruncatedHeader {
+                needed: 10,
+                got: 3,
+                ..
+            })
         ));
     }
 }

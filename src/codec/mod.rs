@@ -7,6 +7,7 @@
 //! schemas and every frozen revision), and resolves the datum to this build's current
 //! schema of the same name, so records written by older revisions read as current ones.
 
+pub mod canonical;
 mod error;
 pub mod evolution;
 mod frame;
@@ -28,7 +29,7 @@ use serde::{Serialize, de::DeserializeOwned};
 pub use error::CodecError;
 pub use frame::{CONFLUENT_HEADER_LEN, Framing, SINGLE_OBJECT_HEADER_LEN};
 pub use registry::{RegistryClient, RegistryError};
-pub use schemas::{KnownSchema, SchemaSet, fingerprint};
+pub use schemas::{KnownSchema, SchemaSet};
 
 /// Encodes and decodes kubefacts records; cheap to share (`Arc`) between tasks.
 pub struct Codec {
@@ -40,7 +41,9 @@ pub struct Codec {
 
 impl fmt::Debug for Codec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Codec").field("registry", &self.registry).finish_non_exhaustive()
+        f.debug_struct("Codec")
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
     }
 }
 
@@ -59,7 +62,11 @@ impl Codec {
     /// A codec over the embedded schemas; with a registry it writes Confluent framing,
     /// without one single-object encoding.
     pub fn new(registry: Option<RegistryClient>) -> Result<Self, CodecError> {
-        Ok(Self { schemas: SchemaSet::embedded()?, registry, by_id: RwLock::default() })
+        Ok(Self {
+            schemas: SchemaSet::embedded()?,
+            registry,
+            by_id: RwLock::default(),
+        })
     }
 
     /// The schemas this codec knows.
@@ -69,13 +76,23 @@ impl Codec {
 
     /// A writer of `full_name` records for the values of `topic`. With a registry this
     /// registers the schema under the topic's value subject (TopicNameStrategy) once.
-    pub async fn value_writer(&self, topic: &str, full_name: &str) -> Result<RecordWriter, CodecError> {
-        self.writer(&RegistryClient::value_subject(topic), full_name).await
+    pub async fn value_writer(
+        &self,
+        topic: &str,
+        full_name: &str,
+    ) -> Result<RecordWriter, CodecError> {
+        self.writer(&RegistryClient::value_subject(topic), full_name)
+            .await
     }
 
     /// A writer of `full_name` records for the keys of `topic`.
-    pub async fn key_writer(&self, topic: &str, full_name: &str) -> Result<RecordWriter, CodecError> {
-        self.writer(&RegistryClient::key_subject(topic), full_name).await
+    pub async fn key_writer(
+        &self,
+        topic: &str,
+        full_name: &str,
+    ) -> Result<RecordWriter, CodecError> {
+        self.writer(&RegistryClient::key_subject(topic), full_name)
+            .await
     }
 
     async fn writer(&self, subject: &str, full_name: &str) -> Result<RecordWriter, CodecError> {
@@ -85,7 +102,9 @@ impl Codec {
                 let schema_id = registry.register(subject, &known.text).await?;
                 Framing::Confluent { schema_id }
             }
-            None => Framing::SingleObject { fingerprint: known.fingerprint },
+            None => Framing::SingleObject {
+                fingerprint: known.fingerprint,
+            },
         };
         RecordWriter::new(known, framing)
     }
@@ -94,16 +113,31 @@ impl Codec {
     pub async fn decode(&self, bytes: &[u8]) -> Result<Decoded, CodecError> {
         let (framing, datum) = Framing::parse(bytes)?;
         let writer = self.writer_schema(framing).await?;
-        let reader = self.schemas.current(&writer.full_name).ok().filter(|r| r.fingerprint != writer.fingerprint);
-        let value = read_datum(&writer.full_name, &writer.schema, reader.map(|r| &r.schema), datum)?;
-        Ok(Decoded { framing, schema_name: writer.full_name.clone(), value })
+        let reader = self
+            .schemas
+            .current(&writer.full_name)
+            .ok()
+            .filter(|r| r.fingerprint != writer.fingerprint);
+        let value = read_datum(
+            &writer.full_name,
+            &writer.schema,
+            reader.map(|r| &r.schema),
+            datum,
+        )?;
+        Ok(Decoded {
+            framing,
+            schema_name: writer.full_name.clone(),
+            value,
+        })
     }
 
     /// Decodes a record value into a Rust type shaped like the current schema.
     pub async fn decode_as<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, CodecError> {
         let decoded = self.decode(bytes).await?;
-        apache_avro::from_value::<T>(&decoded.value)
-            .map_err(|e| CodecError::Convert { schema: decoded.schema_name, source: Box::new(e) })
+        apache_avro::from_value::<T>(&decoded.value).map_err(|e| CodecError::Convert {
+            schema: decoded.schema_name,
+            source: Box::new(e),
+        })
     }
 
     async fn writer_schema(&self, framing: Framing) -> Result<Arc<KnownSchema>, CodecError> {
@@ -117,39 +151,86 @@ impl Codec {
                 if let Some(known) = self.by_id.read().expect("lock poisoned").get(&id) {
                     return Ok(Arc::clone(known));
                 }
-                let registry = self.registry.as_ref().ok_or(CodecError::NoRegistry { id })?;
-                let text = registry.schema_by_id(id).await?.ok_or(CodecError::UnknownSchemaId { id })?;
-                let parsed = KnownSchema::parse("registry", None, &text, &format!("registry id {id}"))?;
+                let registry = self
+                    .registry
+                    .as_ref()
+                    .ok_or(CodecError::NoRegistry { id })?;
+                let text = registry
+                    .schema_by_id(id)
+                    .await?
+                    .ok_or(CodecError::UnknownSchemaId { id })?;
+                let parsed =
+                    KnownSchema::parse("registry", None, &text, &format!("registry id {id}"))?;
                 // Prefer the embedded copy: same schema, and it is already shared.
                 let known = match self.schemas.by_fingerprint(parsed.fingerprint) {
                     Some(k) => Arc::clone(k),
                     None => Arc::new(parsed),
                 };
-                self.by_id.write().expect("lock poisoned").insert(id, Arc::clone(&known));
+                self.by_id
+                    .write()
+                    .expect("lock poisoned")
+                    .insert(id, Arc::clone(&known));
                 Ok(known)
             }
         }
     }
 }
 
-/// Reads one datum, resolving to `reader` when given, and refuses trailing bytes.
+/// Reads one datum, resolving to `reader` when given; refuses truncated datums and
+/// trailing bytes.
 pub fn read_datum(
     name: &str,
     writer: &Schema,
     reader: Option<&Schema>,
-    mut datum: &[u8],
+    datum: &[u8],
 ) -> Result<Value, CodecError> {
-    let err = |e| CodecError::Datum { schema: name.to_owned(), source: Box::new(e) };
+    let err = |e| CodecError::Datum {
+        schema: name.to_owned(),
+        source: Box::new(e),
+    };
+    let mut input = EofGuard {
+        rest: datum,
+        hit_eof: false,
+    };
     let value = GenericDatumReader::builder(writer)
         .maybe_reader_schema(reader)
         .build()
         .map_err(err)?
-        .read_value(&mut datum)
+        .read_value(&mut input)
         .map_err(err)?;
-    if !datum.is_empty() {
-        return Err(CodecError::TrailingBytes { schema: name.to_owned(), trailing: datum.len() });
+    if input.hit_eof {
+        return Err(CodecError::TruncatedDatum {
+            schema: name.to_owned(),
+            len: datum.len(),
+        });
+    }
+    if !input.rest.is_empty() {
+        return Err(CodecError::TrailingBytes {
+            schema: name.to_owned(),
+            trailing: input.rest.len(),
+        });
     }
     Ok(value)
+}
+
+/// A byte source that remembers whether anyone read past its end.
+///
+/// apache-avro 0.22 decodes end-of-input where a union, boolean or string starts as
+/// `null` instead of failing, so a datum cut just before a trailing optional field would
+/// read as a valid record with that field missing. A complete datum never reads past its
+/// end, so any such read means the datum was truncated.
+struct EofGuard<'a> {
+    rest: &'a [u8],
+    hit_eof: bool,
+}
+
+impl std::io::Read for EofGuard<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.rest.is_empty() && !buf.is_empty() {
+            self.hit_eof = true;
+        }
+        self.rest.read(buf)
+    }
 }
 
 /// Writes records of one schema with one framing; synchronous, for the hot path.
@@ -174,8 +255,16 @@ impl RecordWriter {
     pub fn new(known: &'static Arc<KnownSchema>, framing: Framing) -> Result<Self, CodecError> {
         let writer = GenericDatumWriter::builder(&known.schema)
             .build()
-            .map_err(|e| CodecError::Encode { schema: known.full_name.clone(), source: Box::new(e) })?;
-        Ok(Self { known: Arc::clone(known), framing, header: framing.header(), writer })
+            .map_err(|e| CodecError::Encode {
+                schema: known.full_name.clone(),
+                source: Box::new(e),
+            })?;
+        Ok(Self {
+            known: Arc::clone(known),
+            framing,
+            header: framing.header(),
+            writer,
+        })
     }
 
     /// The framing this writer puts in front of each datum.
@@ -193,7 +282,9 @@ impl RecordWriter {
     pub fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, CodecError> {
         let mut out = Vec::with_capacity(self.header.len() + 128);
         out.extend_from_slice(&self.header);
-        self.writer.write_ser(&mut out, value).map_err(|e| self.encode_error(e))?;
+        self.writer
+            .write_ser(&mut out, value)
+            .map_err(|e| self.encode_error(e))?;
         Ok(out)
     }
 
@@ -201,11 +292,16 @@ impl RecordWriter {
     pub fn encode_value(&self, value: &Value) -> Result<Vec<u8>, CodecError> {
         let mut out = Vec::with_capacity(self.header.len() + 128);
         out.extend_from_slice(&self.header);
-        self.writer.write_value_ref(&mut out, value).map_err(|e| self.encode_error(e))?;
+        self.writer
+            .write_value_ref(&mut out, value)
+            .map_err(|e| self.encode_error(e))?;
         Ok(out)
     }
 
     fn encode_error(&self, e: apache_avro::Error) -> CodecError {
-        CodecError::Encode { schema: self.known.full_name.clone(), source: Box::new(e) }
+        CodecError::Encode {
+            schema: self.known.full_name.clone(),
+            source: Box::new(e),
+        }
     }
 }

@@ -6,9 +6,12 @@ use std::{
     sync::{Arc, OnceLock},
 };
 
-use apache_avro::{Schema, rabin::Rabin};
+use apache_avro::Schema;
 
-use super::CodecError;
+use super::{
+    CodecError,
+    canonical::{crc64_avro, parsing_canonical_form},
+};
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded_schemas.rs"));
@@ -27,7 +30,7 @@ pub struct KnownSchema {
     pub text: String,
     /// The parsed schema.
     pub schema: Schema,
-    /// CRC-64-AVRO fingerprint of the parsing canonical form.
+    /// CRC-64-AVRO fingerprint of the parsing canonical form (see [`super::canonical`]).
     pub fingerprint: u64,
 }
 
@@ -45,24 +48,25 @@ impl KnownSchema {
         })?;
         let full_name = match &schema {
             Schema::Record(r) => r.name.fullname(None),
-            _ => return Err(CodecError::NotARecord { origin: origin.to_owned() }),
+            _ => {
+                return Err(CodecError::NotARecord {
+                    origin: origin.to_owned(),
+                });
+            }
         };
+        let canonical = parsing_canonical_form(text).map_err(|e| CodecError::Canonical {
+            origin: origin.to_owned(),
+            reason: e.to_string(),
+        })?;
         Ok(Self {
             full_name,
             stem: stem.to_owned(),
             revision,
             text: text.to_owned(),
-            fingerprint: fingerprint(&schema),
+            fingerprint: crc64_avro(canonical.as_bytes()),
             schema,
         })
     }
-}
-
-/// The CRC-64-AVRO (Rabin) fingerprint of a schema's parsing canonical form.
-pub fn fingerprint(schema: &Schema) -> u64 {
-    let fp = schema.fingerprint::<Rabin>();
-    let bytes: [u8; 8] = fp.bytes.as_slice().try_into().expect("Rabin yields 8 bytes");
-    u64::from_le_bytes(bytes)
 }
 
 /// Every schema this build knows, by full name (current) and by fingerprint (all).
@@ -80,7 +84,9 @@ impl SchemaSet {
         EMBEDDED
             .get_or_init(|| Self::parse_embedded().map_err(|e| e.to_string()))
             .as_ref()
-            .map_err(|reason| CodecError::Embedded { reason: reason.clone() })
+            .map_err(|reason| CodecError::Embedded {
+                reason: reason.clone(),
+            })
     }
 
     fn parse_embedded() -> Result<Self, CodecError> {
@@ -88,7 +94,12 @@ impl SchemaSet {
             KnownSchema::parse(stem, None, text, &format!("schemas/{stem}.avsc"))
         });
         let revisions = embedded::REVISIONS.iter().map(|(stem, rev, text)| {
-            KnownSchema::parse(stem, Some(*rev), text, &format!("schemas/revisions/{stem}/r{rev}.avsc"))
+            KnownSchema::parse(
+                stem,
+                Some(*rev),
+                text,
+                &format!("schemas/revisions/{stem}/r{rev}.avsc"),
+            )
         });
         Self::from_schemas(current.chain(revisions).collect::<Result<Vec<_>, _>>()?)
     }
@@ -124,7 +135,9 @@ impl SchemaSet {
     pub fn current(&self, full_name: &str) -> Result<&Arc<KnownSchema>, CodecError> {
         self.current
             .get(full_name)
-            .ok_or_else(|| CodecError::UnknownRecord { name: full_name.to_owned() })
+            .ok_or_else(|| CodecError::UnknownRecord {
+                name: full_name.to_owned(),
+            })
     }
 
     /// The schema (current or revision) with this fingerprint.
@@ -142,5 +155,11 @@ impl SchemaSet {
     /// Frozen revisions of a file stem, oldest first (empty if none).
     pub fn revisions(&self, stem: &str) -> &[Arc<KnownSchema>] {
         self.revisions.get(stem).map_or(&[], Vec::as_slice)
+    }
+}
+
+impl AsRef<KnownSchema> for KnownSchema {
+    fn as_ref(&self) -> &KnownSchema {
+        self
     }
 }
