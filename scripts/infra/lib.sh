@@ -1,0 +1,135 @@
+# shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
+# Shared helpers for scripts/infra/{up,down}.sh. Source it; it defines no side effects beyond
+# variables and functions.
+
+INFRA_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$INFRA_DIR/../.." && pwd)"
+
+KAFKA_VERSION=4.4.0
+APICURIO_VERSION=3.3.3
+
+CACHE_DIR="$REPO_ROOT/.cache"
+RUN_DIR="$CACHE_DIR/run"
+KAFKA_HOME="$CACHE_DIR/kafka-$KAFKA_VERSION"
+APICURIO_HOME="$CACHE_DIR/apicurio-$APICURIO_VERSION"
+VENV_DIR="$REPO_ROOT/.venv"
+REQUIREMENTS="$REPO_ROOT/tests/python/requirements.txt"
+KAFKA_LOG4J="$INFRA_DIR/log4j2.properties"
+
+# Markers put on the java command lines so that down.sh only ever signals our own processes,
+# even if a pid was reused after a crash.
+KAFKA_MARKER="-Dkubefacts.infra=kafka"
+REGISTRY_MARKER="-Dkubefacts.infra=registry"
+
+# Seconds to wait for each server to become ready.
+READY_TIMEOUT="${KUBEFACTS_INFRA_READY_TIMEOUT:-120}"
+
+info() { printf 'infra: %s\n' "$*"; }
+
+# fail COMPONENT REASON [LOGFILE]: one clear line, then the tail of the component's log.
+fail() {
+  local component="$1" reason="$2" log="${3:-}"
+  printf 'infra: FAILED [%s] %s\n' "$component" "$reason" >&2
+  if [[ -n "$log" && -s "$log" ]]; then
+    printf -- '----- last 40 lines of %s -----\n' "$log" >&2
+    tail -n 40 "$log" >&2
+    printf -- '----- end of %s -----\n' "$log" >&2
+  elif [[ -n "$log" ]]; then
+    printf 'infra: (its log %s is empty or missing)\n' "$log" >&2
+  fi
+  exit 1
+}
+
+now() { date +%s.%N; }
+
+# elapsed START: seconds since START with one decimal.
+elapsed() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.1f", e - s }'; }
+
+# sha256 of a file (used to invalidate caches when their recipe changes).
+file_sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# java_major PATH_TO_JAVA: prints the feature version (8, 17, 21, 25…) or nothing.
+java_major() {
+  local out v
+  out="$("$1" -XshowSettings:properties -version 2>&1 | awk -F'= ' '/java.specification.version =/ {print $2; exit}')" || true
+  v="${out%%.*}"
+  if [[ "$v" == "1" ]]; then v="${out#1.}"; v="${v%%.*}"; fi
+  [[ "$v" =~ ^[0-9]+$ ]] && printf '%s\n' "$v"
+}
+
+# find_java MIN: prints the path of a java whose feature version is >= MIN.
+# Order: $KUBEFACTS_JAVA_HOME, $JAVA_HOME, `java` on PATH, then the newest JVM under /usr/lib/jvm.
+find_java() {
+  local min="$1" cand major best="" best_major=0
+  local -a first=()
+  [[ -n "${KUBEFACTS_JAVA_HOME:-}" ]] && first+=("$KUBEFACTS_JAVA_HOME/bin/java")
+  [[ -n "${JAVA_HOME:-}" ]] && first+=("$JAVA_HOME/bin/java")
+  cand="$(command -v java 2>/dev/null || true)"
+  [[ -n "$cand" ]] && first+=("$cand")
+  for cand in "${first[@]}"; do
+    [[ -x "$cand" ]] || continue
+    major="$(java_major "$cand" || true)"
+    if [[ -n "$major" && "$major" -ge "$min" ]]; then
+      printf '%s\n' "$cand"
+      return 0
+    fi
+  done
+  for cand in /usr/lib/jvm/*/bin/java; do
+    [[ -x "$cand" ]] || continue
+    major="$(java_major "$cand" || true)"
+    if [[ -n "$major" && "$major" -ge "$min" && "$major" -gt "$best_major" ]]; then
+      best="$cand"
+      best_major="$major"
+    fi
+  done
+  [[ -n "$best" ]] && printf '%s\n' "$best"
+}
+
+# free_ports N: prints N distinct free TCP ports on 127.0.0.1, space separated.
+# All sockets are held open together so the N ports differ from each other.
+free_ports() {
+  python3 - "$1" <<'EOF'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+for s in socks:
+    s.close()
+EOF
+}
+
+# pid_is_ours PID MARKER: true if PID is alive and its command line carries MARKER.
+pid_is_ours() {
+  local pid="$1" marker="$2"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  [[ -r "/proc/$pid/cmdline" ]] || return 1
+  { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -F -- "$marker"
+}
+
+# kafka_api_versions HOST PORT: sends a Kafka ApiVersions v0 request; succeeds if the broker
+# answers with error code 0.
+kafka_api_versions() {
+  python3 - "$1" "$2" <<'EOF' >/dev/null 2>&1
+import socket, struct, sys
+host, port = sys.argv[1], int(sys.argv[2])
+def recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError("connection closed")
+        buf += chunk
+    return buf
+client = b"kubefacts-infra"
+body = struct.pack(">hhih", 18, 0, 42, len(client)) + client
+with socket.create_connection((host, port), timeout=5) as s:
+    s.sendall(struct.pack(">i", len(body)) + body)
+    size = struct.unpack(">i", recv_exact(s, 4))[0]
+    data = recv_exact(s, size)
+corr, err = struct.unpack(">ih", data[:6])
+sys.exit(0 if corr == 42 and err == 0 else 1)
+EOF
+}

@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# Installs (once, cached under .cache/ and .venv/) and starts the real test infrastructure on
+# loopback:
+#   - Apache Kafka 4.4.0, KRaft single node (combined broker + controller), from Maven Central jars
+#   - Apicurio Registry 3.3.3 (Confluent-compatible API at /apis/ccompat/v7), in-memory storage
+#   - a Python venv with fastavro (the independent Avro decoder used by the Rust tests)
+# Every run starts from a fresh, empty .cache/run/ (fresh ports, fresh log dirs) and writes
+# .cache/run/env, a sourceable file with the KUBEFACTS_TEST_* variables the tests read.
+# Stop everything with scripts/infra/down.sh. See docs/TESTING.md.
+set -euo pipefail
+# shellcheck source=scripts/infra/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+DEPENDENCY_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+MVN_FLAGS=(-B --no-transfer-progress)
+
+T_UP="$(now)"
+
+# --------------------------------------------------------------------------------------------
+# 0. A previous run? Stop it, then start from an empty run dir.
+# --------------------------------------------------------------------------------------------
+if [[ -d "$RUN_DIR" ]]; then
+  "$INFRA_DIR/down.sh" --quiet
+fi
+rm -rf "$RUN_DIR"
+mkdir -p "$RUN_DIR/kafka" "$RUN_DIR/registry" "$RUN_DIR/setup"
+
+# --------------------------------------------------------------------------------------------
+# 1. Prerequisites. Nothing is skipped: a missing tool is an error.
+# --------------------------------------------------------------------------------------------
+for tool in python3 mvn curl tar sha256sum; do
+  command -v "$tool" >/dev/null 2>&1 ||
+    fail prerequisites "'$tool' not found on PATH (.ci/run installs it; on Debian: apt-get install maven python3-venv curl)"
+done
+KAFKA_JAVA="$(find_java 17 || true)"
+[[ -n "$KAFKA_JAVA" ]] ||
+  fail prerequisites "no Java >= 17 found for Kafka $KAFKA_VERSION (checked \$KUBEFACTS_JAVA_HOME, \$JAVA_HOME, PATH, /usr/lib/jvm/*)"
+REGISTRY_JAVA="$(find_java 21 || true)"
+[[ -n "$REGISTRY_JAVA" ]] ||
+  fail prerequisites "no Java >= 21 found for Apicurio Registry $APICURIO_VERSION (its classes are Java 21 bytecode; Debian 12 packages stop at 17: set KUBEFACTS_JAVA_HOME or JAVA_HOME to a JDK >= 21, e.g. /usr/lib/jvm/temurin-25-jdk-amd64)"
+
+# --------------------------------------------------------------------------------------------
+# 2. Cached installs: Kafka jars and Apicurio (maven, one after the other: they share ~/.m2)
+#    in parallel with the Python venv.
+# --------------------------------------------------------------------------------------------
+prepare_kafka() {
+  local marker="$KAFKA_HOME/.complete" log="$RUN_DIR/setup/mvn-kafka.log"
+  local want
+  want="kafka $KAFKA_VERSION pom-sha256 $(file_sha "$INFRA_DIR/kafka-pom.xml")"
+  if [[ -f "$marker" && "$(cat "$marker")" == "$want" && -d "$KAFKA_HOME/lib" ]]; then
+    info "kafka $KAFKA_VERSION jars: cached"
+    return 0
+  fi
+  local t0
+  t0="$(now)"
+  rm -rf "$KAFKA_HOME"
+  mkdir -p "$KAFKA_HOME"
+  mvn "${MVN_FLAGS[@]}" -f "$INFRA_DIR/kafka-pom.xml" "$DEPENDENCY_PLUGIN:copy-dependencies" \
+    -DoutputDirectory="$KAFKA_HOME/lib.part" -DincludeScope=runtime >"$log" 2>&1 ||
+    fail kafka-install "maven could not resolve Kafka $KAFKA_VERSION (org.apache.kafka:kafka_2.13, kafka-tools)" "$log"
+  local jar
+  for jar in "kafka_2.13-$KAFKA_VERSION.jar" "kafka-tools-$KAFKA_VERSION.jar" "kafka-clients-$KAFKA_VERSION.jar" \
+    "kafka-server-$KAFKA_VERSION.jar" log4j-core-2.24.3.jar log4j-slf4j-impl-2.24.3.jar; do
+    [[ -f "$KAFKA_HOME/lib.part/$jar" ]] ||
+      fail kafka-install "maven finished but $jar is missing from the classpath folder" "$log"
+  done
+  mv "$KAFKA_HOME/lib.part" "$KAFKA_HOME/lib"
+  printf '%s\n' "$want" >"$marker"
+  info "kafka $KAFKA_VERSION jars: installed $(find "$KAFKA_HOME/lib" -name '*.jar' | wc -l) jars in $(elapsed "$t0") s"
+}
+
+prepare_apicurio() {
+  local marker="$APICURIO_HOME/.complete" log="$RUN_DIR/setup/mvn-apicurio.log"
+  local want="apicurio-registry-app $APICURIO_VERSION"
+  if [[ -f "$marker" && "$(cat "$marker")" == "$want" && -f "$APICURIO_HOME/quarkus-run.jar" ]]; then
+    info "apicurio-registry $APICURIO_VERSION: cached"
+    return 0
+  fi
+  local t0 part="$CACHE_DIR/apicurio-$APICURIO_VERSION.part"
+  t0="$(now)"
+  rm -rf "$APICURIO_HOME" "$part"
+  mkdir -p "$part/download" "$part/app"
+  mvn "${MVN_FLAGS[@]}" "$DEPENDENCY_PLUGIN:copy" \
+    -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
+    -DoutputDirectory="$part/download" >"$log" 2>&1 ||
+    fail apicurio-install "maven could not resolve io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" "$log"
+  local tgz="$part/download/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz"
+  [[ -s "$tgz" ]] || fail apicurio-install "maven finished but $tgz is missing" "$log"
+  tar -xzf "$tgz" -C "$part/app" >>"$log" 2>&1 || fail apicurio-install "could not extract $tgz" "$log"
+  local runjar
+  runjar="$(find "$part/app" -maxdepth 3 -name quarkus-run.jar -print -quit)"
+  [[ -n "$runjar" ]] || fail apicurio-install "no quarkus-run.jar inside $tgz" "$log"
+  mv "$(dirname "$runjar")" "$APICURIO_HOME"
+  rm -rf "$part" # the tar.gz also stays in ~/.m2
+  printf '%s\n' "$want" >"$marker"
+  info "apicurio-registry $APICURIO_VERSION: installed in $(elapsed "$t0") s"
+}
+
+prepare_venv() {
+  local marker="$VENV_DIR/.kubefacts-complete" log="$RUN_DIR/setup/pip.log"
+  local want
+  want="python $(python3 -c 'import sys; print(sys.version.split()[0])') requirements-sha256 $(file_sha "$REQUIREMENTS")"
+  if [[ -f "$marker" && "$(cat "$marker")" == "$want" ]] && "$VENV_DIR/bin/python" -c 'import fastavro' >/dev/null 2>&1; then
+    info "python venv: cached ($VENV_DIR)"
+    return 0
+  fi
+  local t0
+  t0="$(now)"
+  rm -rf "$VENV_DIR"
+  python3 -m venv "$VENV_DIR" >"$log" 2>&1 ||
+    fail python-venv "python3 -m venv failed (on Debian: apt-get install python3-venv)" "$log"
+  "$VENV_DIR/bin/python" -m pip install --disable-pip-version-check -r "$REQUIREMENTS" >>"$log" 2>&1 ||
+    fail python-venv "pip install -r tests/python/requirements.txt failed" "$log"
+  local version
+  version="$("$VENV_DIR/bin/python" -c 'import fastavro; print(fastavro.__version__)' 2>>"$log")" ||
+    fail python-venv "fastavro does not import in $VENV_DIR" "$log"
+  grep -q -x "fastavro==$version" "$REQUIREMENTS" ||
+    fail python-venv "fastavro $version installed, but tests/python/requirements.txt pins another version" "$log"
+  printf '%s\n' "$want" >"$marker"
+  info "python venv: fastavro $version installed in $(elapsed "$t0") s"
+}
+
+T_SETUP="$(now)"
+(prepare_kafka && prepare_apicurio) &
+PID_MVN=$!
+prepare_venv &
+PID_VENV=$!
+setup_ok=1
+wait "$PID_MVN" || setup_ok=0
+wait "$PID_VENV" || setup_ok=0
+[[ "$setup_ok" == 1 ]] || exit 1 # the failing step printed its reason and log above
+info "installs checked in $(elapsed "$T_SETUP") s"
+
+# --------------------------------------------------------------------------------------------
+# 3. Start both servers. From here on, a failure stops whatever was started.
+# --------------------------------------------------------------------------------------------
+on_exit() {
+  local rc=$?
+  if [[ "$rc" != 0 ]]; then
+    "$INFRA_DIR/down.sh" --quiet || true
+  fi
+}
+trap on_exit EXIT
+
+read -r KAFKA_PORT CONTROLLER_PORT REGISTRY_PORT MANAGEMENT_PORT < <(free_ports 4)
+[[ -n "$MANAGEMENT_PORT" ]] || fail prerequisites "could not pick free loopback ports with python3"
+
+# Apicurio Registry: Quarkus fast-jar, loopback only. Storage is SQL on an in-memory H2 database
+# (the default of the app, spelled out here); the management interface (health, metrics) is a
+# second HTTP server, so it gets its own loopback port.
+REGISTRY_LOG="$RUN_DIR/registry/registry.log"
+T_REGISTRY="$(now)"
+(
+  cd "$RUN_DIR/registry"
+  exec setsid "$REGISTRY_JAVA" "$REGISTRY_MARKER" -Xms128m -Xmx768m \
+    -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$REGISTRY_PORT" \
+    -Dquarkus.management.host=127.0.0.1 -Dquarkus.management.port="$MANAGEMENT_PORT" \
+    -Dapicurio.storage.kind=sql -Dapicurio.storage.sql.kind=h2 \
+    -Dapicurio.datasource.url="jdbc:h2:mem:kubefacts_registry" \
+    -Dapicurio.storage.snapshot.location="$RUN_DIR/registry" \
+    -Dapicurio.import.work-dir="$RUN_DIR/registry" \
+    -Djava.io.tmpdir="$RUN_DIR/registry" \
+    -jar "$APICURIO_HOME/quarkus-run.jar" </dev/null >"$REGISTRY_LOG" 2>&1
+) &
+REGISTRY_PID=$!
+printf '%s\n' "$REGISTRY_PID" >"$RUN_DIR/registry.pid"
+
+# Kafka: KRaft, one node that is broker and controller, static voter set.
+KAFKA_DIR="$RUN_DIR/kafka"
+KAFKA_PROPS="$KAFKA_DIR/server.properties"
+KAFKA_LOG="$KAFKA_DIR/server.log"
+KAFKA_OUT="$KAFKA_DIR/stdout.log"
+cat >"$KAFKA_PROPS" <<EOF
+# generated by scripts/infra/up.sh
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$KAFKA_DIR/data
+num.partitions=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=5
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=5
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+log.cleaner.backoff.ms=1000
+EOF
+
+KAFKA_JVM_COMMON=(-cp "$KAFKA_HOME/lib/*" -Dlog4j2.configurationFile="$KAFKA_LOG4J" -Djava.awt.headless=true)
+CLUSTER_ID="$(python3 -c '
+import base64, uuid
+while True:
+    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not s.startswith("-"):
+        print(s)
+        break
+')"
+T_KAFKA="$(now)"
+"$KAFKA_JAVA" "${KAFKA_JVM_COMMON[@]}" -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+  -Dkubefacts.log.file="$KAFKA_DIR/format.log" -Dkubefacts.log.level=INFO \
+  kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$KAFKA_PROPS" >"$KAFKA_DIR/format.out" 2>&1 ||
+  fail kafka "kafka.tools.StorageTool format failed" "$KAFKA_DIR/format.out"
+KAFKA_FORMAT_SECONDS="$(elapsed "$T_KAFKA")"
+(
+  cd "$KAFKA_DIR"
+  exec setsid "$KAFKA_JAVA" "$KAFKA_MARKER" -Xms512m -Xmx1g \
+    -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
+    "${KAFKA_JVM_COMMON[@]}" -Dkubefacts.log.file="$KAFKA_LOG" -Dkubefacts.log.level=INFO \
+    kafka.Kafka "$KAFKA_PROPS" </dev/null >"$KAFKA_OUT" 2>&1
+) &
+KAFKA_PID=$!
+printf '%s\n' "$KAFKA_PID" >"$RUN_DIR/kafka.pid"
+
+# --------------------------------------------------------------------------------------------
+# 4. Readiness, both at once; each time is measured from that server's own launch.
+#    Kafka: the "Kafka Server started" log line and an ApiVersions round trip.
+#    Registry: GET /apis/ccompat/v7/subjects answers 200.
+# --------------------------------------------------------------------------------------------
+kafka_logs() { cat "$KAFKA_OUT" "$KAFKA_LOG" 2>/dev/null || true; }
+KAFKA_READY="" REGISTRY_READY=""
+REGISTRY_URL="http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7"
+while [[ -z "$KAFKA_READY" || -z "$REGISTRY_READY" ]]; do
+  if [[ -z "$REGISTRY_READY" ]]; then
+    if ! kill -0 "$REGISTRY_PID" 2>/dev/null; then
+      wait "$REGISTRY_PID" && code=0 || code=$?
+      fail apicurio-registry "the registry process exited with status $code before it was ready" "$REGISTRY_LOG"
+    fi
+    if [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$REGISTRY_URL/subjects" || true)" == 200 ]]; then
+      REGISTRY_READY="$(elapsed "$T_REGISTRY")"
+      info "apicurio-registry $APICURIO_VERSION ready on $REGISTRY_URL in $REGISTRY_READY s"
+    elif [[ "$(elapsed "$T_REGISTRY" | cut -d. -f1)" -ge "$READY_TIMEOUT" ]]; then
+      fail apicurio-registry "not ready after $READY_TIMEOUT s ($REGISTRY_URL/subjects never answered 200)" "$REGISTRY_LOG"
+    fi
+  fi
+  if [[ -z "$KAFKA_READY" ]]; then
+    if ! kill -0 "$KAFKA_PID" 2>/dev/null; then
+      wait "$KAFKA_PID" && code=0 || code=$?
+      kafka_logs >"$KAFKA_DIR/combined.log"
+      fail kafka "the broker process exited with status $code before it was ready" "$KAFKA_DIR/combined.log"
+    fi
+    if grep -q -F 'Kafka Server started' "$KAFKA_LOG" 2>/dev/null && kafka_api_versions 127.0.0.1 "$KAFKA_PORT"; then
+      KAFKA_READY="$(elapsed "$T_KAFKA")"
+      info "kafka $KAFKA_VERSION ready on 127.0.0.1:$KAFKA_PORT in $KAFKA_READY s (storage format: $KAFKA_FORMAT_SECONDS s of it)"
+    elif [[ "$(elapsed "$T_KAFKA" | cut -d. -f1)" -ge "$READY_TIMEOUT" ]]; then
+      kafka_logs >"$KAFKA_DIR/combined.log"
+      fail kafka "not ready after $READY_TIMEOUT s (no 'Kafka Server started' line and ApiVersions round trip)" "$KAFKA_DIR/combined.log"
+    fi
+  fi
+  [[ -n "$KAFKA_READY" && -n "$REGISTRY_READY" ]] || sleep 0.2
+done
+
+# --------------------------------------------------------------------------------------------
+# 5. The env file the tests source.
+# --------------------------------------------------------------------------------------------
+{
+  printf '# generated by scripts/infra/up.sh at %s; source it: . .cache/run/env\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  for kv in \
+    "KUBEFACTS_TEST_BOOTSTRAP=127.0.0.1:$KAFKA_PORT" \
+    "KUBEFACTS_TEST_REGISTRY=$REGISTRY_URL" \
+    "KUBEFACTS_TEST_PYTHON=$VENV_DIR/bin/python" \
+    "KUBEFACTS_TEST_FASTAVRO_DECODE=$REPO_ROOT/tests/python/fastavro_decode.py" \
+    "KUBEFACTS_TEST_KAFKA_CLASSPATH=$KAFKA_HOME/lib/*" \
+    "KUBEFACTS_TEST_KAFKA_LOG4J=$KAFKA_LOG4J" \
+    "KUBEFACTS_TEST_JAVA=$KAFKA_JAVA" \
+    "KUBEFACTS_INFRA_KAFKA_PID=$KAFKA_PID" \
+    "KUBEFACTS_INFRA_KAFKA_LOG=$KAFKA_LOG" \
+    "KUBEFACTS_INFRA_KAFKA_READY_SECONDS=$KAFKA_READY" \
+    "KUBEFACTS_INFRA_REGISTRY_PID=$REGISTRY_PID" \
+    "KUBEFACTS_INFRA_REGISTRY_LOG=$REGISTRY_LOG" \
+    "KUBEFACTS_INFRA_REGISTRY_MANAGEMENT=http://127.0.0.1:$MANAGEMENT_PORT" \
+    "KUBEFACTS_INFRA_REGISTRY_READY_SECONDS=$REGISTRY_READY"; do
+    printf 'export %s=%q\n' "${kv%%=*}" "${kv#*=}"
+  done
+} >"$RUN_DIR/env.part"
+mv "$RUN_DIR/env.part" "$RUN_DIR/env"
+info "up in $(elapsed "$T_UP") s; env: source $RUN_DIR/env"

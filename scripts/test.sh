@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The project's test command: ./scripts/test.sh [extra args for `cargo test --all-targets`]
+#
+# Starts the real test infrastructure on loopback (scripts/infra/up.sh: Kafka 4.4.0 KRaft,
+# Apicurio Registry 3.3.3, the fastavro venv), stops it again on exit whatever happens
+# (scripts/infra/down.sh), and in between runs:
+#   cargo fmt --check
+#   cargo clippy --all-targets -- -D warnings
+#   cargo test --all-targets "$@"
+# Server logs stay in files under .cache/run/ (listed on failure), not on stdout.
+# Example: ./scripts/test.sh exactly_once -- --nocapture
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+T_START="$(date +%s.%N)"
+since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
+SUMMARY=()
+
+finish() {
+  local rc=$?
+  trap - EXIT
+  ./scripts/infra/down.sh || true
+  printf '\n'
+  local line
+  for line in "${SUMMARY[@]}"; do printf '    %s\n' "$line"; done
+  if [[ "$rc" == 0 ]]; then
+    printf '==> test.sh passed in %s s\n' "$(since "$T_START")"
+  else
+    printf '==> test.sh FAILED (exit %s) after %s s\n' "$rc" "$(since "$T_START")"
+    printf '    server logs: .cache/run/kafka/server.log, .cache/run/registry/registry.log (kept until the next up)\n'
+  fi
+  exit "$rc"
+}
+trap finish EXIT
+
+# step NAME COMMAND...: runs one step, timing it; a failing step ends the run.
+step() {
+  local name="$1" t0 rc=0
+  shift
+  printf '\n==> %s\n' "$name"
+  t0="$(date +%s.%N)"
+  "$@" || rc=$?
+  SUMMARY+=("$(printf '%-40s %7s s  %s' "$name" "$(since "$t0")" "$([[ $rc == 0 ]] && echo ok || echo "FAILED (exit $rc)")")")
+  return "$rc"
+}
+
+step "infra up (scripts/infra/up.sh)" ./scripts/infra/up.sh
+# shellcheck source=/dev/null
+source .cache/run/env
+step "cargo fmt --check" cargo fmt --check
+step "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
+step "cargo test --all-targets${*:+ $*}" cargo test --all-targets "$@"
