@@ -1,0 +1,201 @@
+//! Shared test support: the real broker, registry and fastavro started by
+//! `scripts/test.sh`, unique topics, and sample values for every schema.
+//!
+//! A test that needs infrastructure fails (never skips) when it is missing.
+#![allow(dead_code)]
+
+pub mod sample;
+
+use std::{
+    io::Write,
+    path::PathBuf,
+    process::{Command, Stdio},
+    sync::atomic::{AtomicU32, Ordering},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use rdkafka::{
+    ClientConfig, Message, Offset, TopicPartitionList,
+    admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
+    client::DefaultClientContext,
+    consumer::{Consumer, StreamConsumer},
+    producer::{FutureProducer, FutureRecord},
+};
+
+/// Where the test infrastructure runs.
+#[derive(Debug, Clone)]
+pub struct Infra {
+    /// Kafka bootstrap servers.
+    pub bootstrap: String,
+    /// Confluent-compatible registry base URL.
+    pub registry: String,
+    /// Python with fastavro.
+    pub python: PathBuf,
+}
+
+fn required(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!(
+            "{var} is not set: this test needs the real Kafka broker, schema registry and fastavro. \
+             Run ./scripts/test.sh (it installs and starts them), or scripts/infra/up.sh && \
+             source .cache/run/env before cargo test."
+        )
+    })
+}
+
+/// The running infrastructure; panics with instructions when it is not there.
+pub fn infra() -> Infra {
+    Infra {
+        bootstrap: required("KUBEFACTS_TEST_BOOTSTRAP"),
+        registry: required("KUBEFACTS_TEST_REGISTRY"),
+        python: PathBuf::from(required("KUBEFACTS_TEST_PYTHON")),
+    }
+}
+
+/// A topic name no other test (or earlier run) uses.
+pub fn unique_name(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{prefix}-{}-{nanos:x}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl Infra {
+    /// Creates a fresh topic with `partitions` partitions and returns its name.
+    pub async fn topic(&self, prefix: &str, partitions: i32) -> String {
+        let name = unique_name(prefix);
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()
+            .expect("admin client");
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let res = admin
+            .create_topics(
+                &[NewTopic::new(&name, partitions, TopicReplication::Fixed(1))],
+                &opts,
+            )
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot reach Kafka at {} to create {name}: {e}",
+                    self.bootstrap
+                )
+            });
+        for r in res {
+            r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+        }
+        name
+    }
+
+    /// An idempotent producer.
+    pub fn producer(&self) -> FutureProducer {
+        ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("enable.idempotence", "true")
+            .create()
+            .expect("producer")
+    }
+
+    /// Produces `(key, value)` records to partition 0 of `topic`, in order.
+    pub async fn produce(&self, topic: &str, records: &[(Option<&str>, Vec<u8>)]) {
+        let producer = self.producer();
+        for (key, value) in records {
+            let mut rec = FutureRecord::to(topic).payload(value).partition(0);
+            if let Some(k) = key {
+                rec = rec.key(*k);
+            }
+            producer
+                .send(rec, Duration::from_secs(30))
+                .await
+                .map_err(|(e, _)| e)
+                .expect("produce");
+        }
+    }
+
+    /// Reads the first `n` committed record values of partition 0 of `topic`.
+    pub async fn consume(&self, topic: &str, n: usize) -> Vec<Vec<u8>> {
+        let consumer: StreamConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("group.id", unique_name("test-consumer"))
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .create()
+            .expect("consumer");
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Beginning)
+            .unwrap();
+        consumer.assign(&tpl).unwrap();
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let msg = tokio::time::timeout(Duration::from_secs(30), consumer.recv())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "only {} of {n} records arrived on {topic} in 30 s",
+                        out.len()
+                    )
+                })
+                .expect("consume");
+            out.push(msg.payload().unwrap_or_default().to_vec());
+        }
+        out
+    }
+
+    /// Decodes record values with fastavro (an independent implementation). Each result
+    /// is the JSON the script printed, or its error text.
+    pub fn fastavro(
+        &self,
+        framing: &str,
+        schema_file: Option<&str>,
+        values: &[Vec<u8>],
+    ) -> Vec<serde_json::Value> {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/fastavro_decode.py"
+        );
+        let mut cmd = Command::new(&self.python);
+        cmd.arg(script).arg("--framing").arg(framing);
+        match schema_file {
+            Some(f) => cmd.arg("--schema").arg(f),
+            None => cmd.arg("--registry").arg(&self.registry),
+        };
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run fastavro with {}: {e}", self.python.display()));
+        {
+            let mut stdin = child.stdin.take().unwrap();
+            for v in values {
+                let hex: String = v.iter().map(|b| format!("{b:02x}")).collect();
+                writeln!(stdin, "{hex}").unwrap();
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "fastavro failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("fastavro printed {l:?}: {e}"))
+            })
+            .collect()
+    }
+}
+
+/// Path of a file in the repository.
+pub fn repo_path(rel: &str) -> String {
+    format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
