@@ -11,4 +11,6 @@
 pub mod cli;
 pub mod codec;
 pub mod config;
+pub mod observe;
+pub mod telemetry;
 pub mod trace;

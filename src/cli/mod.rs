@@ -37,7 +37,7 @@ impl Cli {
     /// Runs the chosen verb.
     pub async fn run(self) -> anyhow::Result<()> {
         match self.command {
-            Command::Demo(args) => demo::run(args),
+            Command::Demo(args) => demo::run(args).await,
             Command::Tail(args) => tail::run(args).await,
             Command::Schemas(args) => schemas::run(args),
         }

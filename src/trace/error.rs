@@ -17,7 +17,9 @@ pub enum TraceError {
         reason: String,
     },
     /// The value has no `observed_at`.
-    #[error("trace value {position}: no observed_at (add the observation time, RFC 3339 or epoch ms)")]
+    #[error(
+        "trace value {position}: no observed_at (add the observation time, RFC 3339 or epoch ms)"
+    )]
     MissingObservedAt {
         /// Index of the value.
         position: usize,
@@ -49,7 +51,9 @@ pub enum TraceError {
         ty: String,
     },
     /// A Kubernetes object of a kind kubefacts does not read.
-    #[error("trace value {position}: unsupported object {api_version}/{kind} (kubefacts reads Pods, Jobs, CronJobs, Leases and Namespaces)")]
+    #[error(
+        "trace value {position}: unsupported object {api_version}/{kind} (kubefacts reads Pods, Jobs, CronJobs, Leases and Namespaces)"
+    )]
     UnsupportedKind {
         /// Index of the value.
         position: usize,

@@ -29,7 +29,7 @@ use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
 pub use error::TraceError;
-pub use session::{SessionRecord, SessionState, SessionPod};
+pub use session::{SessionPod, SessionRecord, SessionState};
 
 /// One line of a trace.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,16 +91,28 @@ impl KubeObject {
     }
 
     fn from_json(position: usize, object: Json) -> Result<Self, TraceError> {
-        let api_version = object.get("apiVersion").and_then(Json::as_str).unwrap_or("").to_owned();
-        let kind = object.get("kind").and_then(Json::as_str).unwrap_or("").to_owned();
+        let api_version = object
+            .get("apiVersion")
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let kind = object
+            .get("kind")
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_owned();
         let invalid = |e: serde_json::Error| TraceError::InvalidObject {
             position,
             kind: kind.clone(),
             reason: e.to_string(),
         };
         Ok(match (api_version.as_str(), kind.as_str()) {
-            ("v1", "Pod") => KubeObject::Pod(Box::new(serde_json::from_value(object).map_err(invalid)?)),
-            ("batch/v1", "Job") => KubeObject::Job(Box::new(serde_json::from_value(object).map_err(invalid)?)),
+            ("v1", "Pod") => {
+                KubeObject::Pod(Box::new(serde_json::from_value(object).map_err(invalid)?))
+            }
+            ("batch/v1", "Job") => {
+                KubeObject::Job(Box::new(serde_json::from_value(object).map_err(invalid)?))
+            }
             ("batch/v1", "CronJob") => {
                 KubeObject::CronJob(Box::new(serde_json::from_value(object).map_err(invalid)?))
             }
@@ -110,7 +122,13 @@ impl KubeObject {
             ("v1", "Namespace") => {
                 KubeObject::Namespace(Box::new(serde_json::from_value(object).map_err(invalid)?))
             }
-            _ => return Err(TraceError::UnsupportedKind { position, api_version, kind }),
+            _ => {
+                return Err(TraceError::UnsupportedKind {
+                    position,
+                    api_version,
+                    kind,
+                });
+            }
         })
     }
 
@@ -149,7 +167,9 @@ pub struct TraceReader<R: BufRead> {
 
 impl<R: BufRead> std::fmt::Debug for TraceReader<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TraceReader").field("position", &self.position).finish_non_exhaustive()
+        f.debug_struct("TraceReader")
+            .field("position", &self.position)
+            .finish_non_exhaustive()
     }
 }
 
@@ -188,13 +208,18 @@ enum Timestamp {
 }
 
 fn observed_at(position: usize, v: &Json) -> Result<i64, TraceError> {
-    let raw = v.get("observed_at").ok_or(TraceError::MissingObservedAt { position })?;
+    let raw = v
+        .get("observed_at")
+        .ok_or(TraceError::MissingObservedAt { position })?;
     match Timestamp::deserialize(raw) {
         Ok(Timestamp::Millis(ms)) => Ok(ms),
         Ok(Timestamp::Text(s)) => s
             .parse::<jiff::Timestamp>()
             .map(|t| t.as_millisecond())
-            .map_err(|e| TraceError::InvalidObservedAt { position, reason: e.to_string() }),
+            .map_err(|e| TraceError::InvalidObservedAt {
+                position,
+                reason: e.to_string(),
+            }),
         Err(_) => Err(TraceError::InvalidObservedAt {
             position,
             reason: format!("expected RFC 3339 text or epoch milliseconds, got {raw}"),
@@ -208,21 +233,36 @@ pub fn parse_value(position: usize, mut v: Json) -> Vec<Result<TraceEntry, Trace
         Ok(t) => t,
         Err(e) => return vec![Err(e)],
     };
-    let entry = |event| Ok(TraceEntry { observed_at_ms, event });
+    let entry = |event| {
+        Ok(TraceEntry {
+            observed_at_ms,
+            event,
+        })
+    };
     let ty = v.get("type").and_then(Json::as_str).map(str::to_owned);
     match ty.as_deref() {
         Some(action @ ("ADDED" | "MODIFIED" | "DELETED")) => {
             let Some(object) = v.get_mut("object").map(Json::take) else {
-                return vec![Err(TraceError::MissingField { position, field: "object" })];
+                return vec![Err(TraceError::MissingField {
+                    position,
+                    field: "object",
+                })];
             };
             vec![KubeObject::from_json(position, object).and_then(|o| {
-                entry(if action == "DELETED" { TraceEvent::Deleted(o) } else { TraceEvent::Applied(o) })
+                entry(if action == "DELETED" {
+                    TraceEvent::Deleted(o)
+                } else {
+                    TraceEvent::Applied(o)
+                })
             })]
         }
         Some("HEARTBEAT") => vec![entry(TraceEvent::Heartbeat)],
         Some(marker @ ("SNAPSHOT_BEGIN" | "SNAPSHOT_END")) => {
             let Some(epoch) = v.get("epoch").and_then(Json::as_i64) else {
-                return vec![Err(TraceError::MissingField { position, field: "epoch" })];
+                return vec![Err(TraceError::MissingField {
+                    position,
+                    field: "epoch",
+                })];
             };
             vec![entry(if marker == "SNAPSHOT_BEGIN" {
                 TraceEvent::SnapshotBegin { epoch }
@@ -232,23 +272,45 @@ pub fn parse_value(position: usize, mut v: Json) -> Vec<Result<TraceEntry, Trace
         }
         Some("SESSION") => {
             let Some(session) = v.get_mut("session").map(Json::take) else {
-                return vec![Err(TraceError::MissingField { position, field: "session" })];
+                return vec![Err(TraceError::MissingField {
+                    position,
+                    field: "session",
+                })];
             };
             vec![
                 serde_json::from_value::<SessionRecord>(session)
-                    .map_err(|e| TraceError::InvalidObject { position, kind: "SESSION".into(), reason: e.to_string() })
+                    .map_err(|e| TraceError::InvalidObject {
+                        position,
+                        kind: "SESSION".into(),
+                        reason: e.to_string(),
+                    })
                     .and_then(|s| entry(TraceEvent::Session(s))),
             ]
         }
-        Some(other) => vec![Err(TraceError::UnknownType { position, ty: other.to_owned() })],
-        None if v.get("kind").and_then(Json::as_str).is_some_and(|k| k.ends_with("List")) => {
+        Some(other) => vec![Err(TraceError::UnknownType {
+            position,
+            ty: other.to_owned(),
+        })],
+        None if v
+            .get("kind")
+            .and_then(Json::as_str)
+            .is_some_and(|k| k.ends_with("List")) =>
+        {
             let items = match v.get_mut("items").map(Json::take) {
                 Some(Json::Array(items)) => items,
-                _ => return vec![Err(TraceError::MissingField { position, field: "items" })],
+                _ => {
+                    return vec![Err(TraceError::MissingField {
+                        position,
+                        field: "items",
+                    })];
+                }
             };
             items
                 .into_iter()
-                .map(|item| KubeObject::from_json(position, item).and_then(|o| entry(TraceEvent::Applied(o))))
+                .map(|item| {
+                    KubeObject::from_json(position, item)
+                        .and_then(|o| entry(TraceEvent::Applied(o)))
+                })
                 .collect()
         }
         None if v.get("kind").is_some() => {
@@ -257,7 +319,10 @@ pub fn parse_value(position: usize, mut v: Json) -> Vec<Result<TraceEntry, Trace
             }
             vec![KubeObject::from_json(position, v).and_then(|o| entry(TraceEvent::Applied(o)))]
         }
-        None => vec![Err(TraceError::MissingField { position, field: "type" })],
+        None => vec![Err(TraceError::MissingField {
+            position,
+            field: "type",
+        })],
     }
 }
 
@@ -267,8 +332,12 @@ impl TraceEntry {
         let at = crate::codec::json::rfc3339_millis(self.observed_at_ms)
             .map_or(json!(self.observed_at_ms), Json::String);
         match &self.event {
-            TraceEvent::Applied(o) => json!({"type": "MODIFIED", "observed_at": at, "object": o.to_json()}),
-            TraceEvent::Deleted(o) => json!({"type": "DELETED", "observed_at": at, "object": o.to_json()}),
+            TraceEvent::Applied(o) => {
+                json!({"type": "MODIFIED", "observed_at": at, "object": o.to_json()})
+            }
+            TraceEvent::Deleted(o) => {
+                json!({"type": "DELETED", "observed_at": at, "object": o.to_json()})
+            }
             TraceEvent::Heartbeat => json!({"type": "HEARTBEAT", "observed_at": at}),
             TraceEvent::SnapshotBegin { epoch } => {
                 json!({"type": "SNAPSHOT_BEGIN", "observed_at": at, "epoch": epoch})

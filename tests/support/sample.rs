@@ -22,11 +22,11 @@ pub fn sample(schema: &Schema, seed: u64) -> Value {
 }
 
 fn fill(schema: &Schema, names: &HashMap<Name, Schema>, seed: u64, depth: u64) -> Value {
-    let sparse = seed % 3 == 0;
+    let sparse = seed.is_multiple_of(3);
     let n = seed.wrapping_mul(31).wrapping_add(depth);
     match schema {
         Schema::Null => Value::Null,
-        Schema::Boolean => Value::Boolean(n % 2 == 1),
+        Schema::Boolean => Value::Boolean(!n.is_multiple_of(2)),
         Schema::Int => Value::Int((n % 1000) as i32 - 1),
         Schema::Long => Value::Long(n as i64 * 1_000_003),
         Schema::Float => Value::Float(n as f32 + 0.5),

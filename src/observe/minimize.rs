@@ -1,0 +1,388 @@
+//! Minimization: pure functions from Kubernetes objects to the observation records.
+//!
+//! This is an **allowlist** (DESIGN §3): every output field is named here and copied from
+//! one input field. Nothing else is read — in particular never env, args, command,
+//! volumes, images, secrets or any `message` — and labels and annotations are looked up
+//! by the configured keys, never iterated.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::{batch::v1 as batch, coordination::v1 as coordination, core::v1 as core};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use serde::{Deserialize, Serialize};
+
+use super::ObserveError;
+use super::model::{
+    ConditionStatus, ContainerObservation, ContainerTermination, CronJob, CronJobStatus, Job,
+    JobCondition, JobSpec, JobStatus, Lease, ObjectMeta, OwnerReference, Pod, PodIdentity,
+    PodPhase, Session, SessionState,
+};
+use crate::trace::{self, SessionRecord};
+
+/// The default session label: a Pod carrying it belongs to the session it names.
+pub const DEFAULT_SESSION_LABEL: &str = "kubefacts.io/session";
+
+/// Which labels and annotations minimization copies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MinimizeConfig {
+    /// Label keys copied when present (an allowlist); every other label is dropped.
+    pub label_keys: Vec<String>,
+    /// Annotation keys copied when present (an allowlist); every other annotation is
+    /// dropped.
+    pub annotation_keys: Vec<String>,
+    /// The label whose value names a Pod's session. Always copied, even when missing from
+    /// `label_keys`, because a Pod's routing key is computed from the shipped record.
+    pub session_label: String,
+}
+
+impl Default for MinimizeConfig {
+    fn default() -> Self {
+        Self {
+            label_keys: vec![DEFAULT_SESSION_LABEL.to_owned()],
+            annotation_keys: Vec::new(),
+            session_label: DEFAULT_SESSION_LABEL.to_owned(),
+        }
+    }
+}
+
+/// Minimizes a Pod: identity, controller, phase, and per container its requests, restart
+/// count and terminations.
+pub fn pod(pod: &core::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
+    let meta = object_meta("Pod", &pod.metadata, cfg)?;
+    let controller = controller("Pod", &meta, pod.metadata.owner_references.as_deref())?;
+    let spec = pod.spec.as_ref();
+    let status = pod.status.as_ref();
+    Ok(Pod {
+        controller,
+        phase: pod_phase(status.and_then(|s| s.phase.as_deref())),
+        containers: containers(
+            spec.map(|s| s.containers.as_slice()).unwrap_or_default(),
+            status.and_then(|s| s.container_statuses.as_deref()),
+        ),
+        init_containers: containers(
+            spec.and_then(|s| s.init_containers.as_deref())
+                .unwrap_or_default(),
+            status.and_then(|s| s.init_container_statuses.as_deref()),
+        ),
+        meta,
+    })
+}
+
+/// Minimizes a Job: identity, scheduling CronJob, the spec fields that bound a run and its
+/// status. Absent `active`/`succeeded`/`failed` counts are written as 0 (the API omits
+/// zero counts).
+pub fn job(job: &batch::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> {
+    let meta = object_meta("Job", &job.metadata, cfg)?;
+    let owner_cronjob = controller("Job", &meta, job.metadata.owner_references.as_deref())?
+        .filter(|owner| owner.kind == "CronJob");
+    let spec = job
+        .spec
+        .as_ref()
+        .map_or_else(JobSpec::default, |s| JobSpec {
+            parallelism: s.parallelism,
+            completions: s.completions,
+            backoff_limit: s.backoff_limit,
+            ttl_seconds_after_finished: s.ttl_seconds_after_finished,
+            suspend: s.suspend,
+            completion_mode: s.completion_mode.clone(),
+            active_deadline_seconds: s.active_deadline_seconds,
+        });
+    let status = job.status.as_ref();
+    let uncounted = status.and_then(|s| s.uncounted_terminated_pods.as_ref());
+    let count = |list: Option<&Vec<String>>| list.map_or(0, |l| saturating_i32(l.len()));
+    let status = JobStatus {
+        start_time: status.and_then(|s| s.start_time.as_ref()).map(time_ms),
+        completion_time: status.and_then(|s| s.completion_time.as_ref()).map(time_ms),
+        active: Some(status.and_then(|s| s.active).unwrap_or(0)),
+        succeeded: Some(status.and_then(|s| s.succeeded).unwrap_or(0)),
+        failed: Some(status.and_then(|s| s.failed).unwrap_or(0)),
+        ready: status.and_then(|s| s.ready),
+        uncounted_succeeded: count(uncounted.and_then(|u| u.succeeded.as_ref())),
+        uncounted_failed: count(uncounted.and_then(|u| u.failed.as_ref())),
+        conditions: status
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .map(|c| JobCondition {
+                type_: c.type_.clone(),
+                status: condition_status(&c.status),
+                reason: non_empty(c.reason.as_deref()),
+                last_transition_time: c.last_transition_time.as_ref().map(time_ms),
+            })
+            .collect(),
+    };
+    Ok(Job {
+        meta,
+        owner_cronjob,
+        spec,
+        status,
+    })
+}
+
+/// Minimizes a CronJob: identity, schedule, time zone and the status processors need.
+pub fn cronjob(cronjob: &batch::CronJob, cfg: &MinimizeConfig) -> Result<CronJob, ObserveError> {
+    let meta = object_meta("CronJob", &cronjob.metadata, cfg)?;
+    let Some(spec) = cronjob.spec.as_ref() else {
+        return Err(ObserveError::MissingField {
+            kind: "CronJob",
+            object: display(&meta),
+            field: "spec.schedule",
+        });
+    };
+    let status = cronjob.status.as_ref();
+    Ok(CronJob {
+        schedule: spec.schedule.clone(),
+        time_zone: spec.time_zone.clone(),
+        suspend: spec.suspend.unwrap_or(false),
+        starting_deadline_seconds: spec.starting_deadline_seconds,
+        concurrency_policy: spec.concurrency_policy.clone(),
+        status: CronJobStatus {
+            last_schedule_time: status
+                .and_then(|s| s.last_schedule_time.as_ref())
+                .map(time_ms),
+            last_successful_time: status
+                .and_then(|s| s.last_successful_time.as_ref())
+                .map(time_ms),
+            active_count: status
+                .and_then(|s| s.active.as_ref())
+                .map_or(0, |a| saturating_i32(a.len())),
+        },
+        meta,
+    })
+}
+
+/// Minimizes a Lease: holder and timing (MicroTimes truncated to milliseconds).
+pub fn lease(lease: &coordination::Lease, cfg: &MinimizeConfig) -> Result<Lease, ObserveError> {
+    let meta = object_meta("Lease", &lease.metadata, cfg)?;
+    let spec = lease.spec.as_ref();
+    Ok(Lease {
+        meta,
+        holder_identity: spec.and_then(|s| s.holder_identity.clone()),
+        lease_duration_seconds: spec.and_then(|s| s.lease_duration_seconds),
+        acquire_time: spec
+            .and_then(|s| s.acquire_time.as_ref())
+            .map(|t| t.0.as_millisecond()),
+        renew_time: spec
+            .and_then(|s| s.renew_time.as_ref())
+            .map(|t| t.0.as_millisecond()),
+        lease_transitions: spec.and_then(|s| s.lease_transitions),
+    })
+}
+
+/// A host application's session record as a `Session`; `updated_at` defaults to
+/// `observed_at_ms`.
+pub fn session(record: &SessionRecord, observed_at_ms: i64) -> Result<Session, ObserveError> {
+    let object = format!("session {:?}", record.session_id);
+    if record.session_id.is_empty() {
+        return Err(ObserveError::MissingIdentity {
+            kind: "Session",
+            object,
+            field: "session_id",
+        });
+    }
+    let uid = match record.pod.uid.as_deref() {
+        Some(uid) => Some(checked_uid("Session", &object, "pod.uid", uid)?),
+        None => None,
+    };
+    Ok(Session {
+        session_id: record.session_id.clone(),
+        state: session_state(record.state),
+        pod: PodIdentity {
+            namespace: record.pod.namespace.clone(),
+            name: record.pod.name.clone(),
+            uid,
+        },
+        owner: record.owner.clone(),
+        updated_at: record.updated_at_ms.unwrap_or(observed_at_ms),
+    })
+}
+
+/// Pod `status.phase` as the schema's enum; anything else (Kubernetes' `Unknown`, absent,
+/// a future phase) is `UNKNOWN`.
+pub fn pod_phase(phase: Option<&str>) -> PodPhase {
+    match phase {
+        Some("Pending") => PodPhase::Pending,
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded") => PodPhase::Succeeded,
+        Some("Failed") => PodPhase::Failed,
+        _ => PodPhase::Unknown,
+    }
+}
+
+/// A condition's `status` (`True`/`False`/anything else) as the schema's enum.
+pub fn condition_status(status: &str) -> ConditionStatus {
+    match status {
+        "True" => ConditionStatus::True,
+        "False" => ConditionStatus::False,
+        _ => ConditionStatus::Unknown,
+    }
+}
+
+fn session_state(state: trace::SessionState) -> SessionState {
+    use trace::SessionState as T;
+    match state {
+        T::Created => SessionState::Created,
+        T::Starting => SessionState::Starting,
+        T::Running => SessionState::Running,
+        T::WaitingForInput => SessionState::WaitingForInput,
+        T::Idle => SessionState::Idle,
+        T::Completed => SessionState::Completed,
+        T::Failed => SessionState::Failed,
+        T::Cancelled => SessionState::Cancelled,
+        T::Unknown => SessionState::Unknown,
+    }
+}
+
+fn object_meta(
+    kind: &'static str,
+    m: &meta::ObjectMeta,
+    cfg: &MinimizeConfig,
+) -> Result<ObjectMeta, ObserveError> {
+    let object = format!(
+        "{}/{}",
+        m.namespace.as_deref().unwrap_or("?"),
+        m.name.as_deref().unwrap_or("?")
+    );
+    let missing = |field| ObserveError::MissingIdentity {
+        kind,
+        object: object.clone(),
+        field,
+    };
+    let namespace =
+        non_empty(m.namespace.as_deref()).ok_or_else(|| missing("metadata.namespace"))?;
+    let name = non_empty(m.name.as_deref()).ok_or_else(|| missing("metadata.name"))?;
+    let uid = non_empty(m.uid.as_deref()).ok_or_else(|| missing("metadata.uid"))?;
+    let session_label = std::iter::once(&cfg.session_label);
+    Ok(ObjectMeta {
+        uid: checked_uid(kind, &object, "metadata.uid", &uid)?,
+        namespace,
+        name,
+        resource_version: m.resource_version.clone(),
+        creation_timestamp: m.creation_timestamp.as_ref().map(time_ms),
+        deletion_timestamp: m.deletion_timestamp.as_ref().map(time_ms),
+        labels: pick(
+            m.labels.as_ref(),
+            cfg.label_keys.iter().chain(session_label),
+        ),
+        annotations: pick(m.annotations.as_ref(), cfg.annotation_keys.iter()),
+    })
+}
+
+/// Looks the allowlisted keys up; never iterates the object's own keys.
+fn pick<'k>(
+    map: Option<&BTreeMap<String, String>>,
+    keys: impl Iterator<Item = &'k String>,
+) -> BTreeMap<String, String> {
+    let Some(map) = map else {
+        return BTreeMap::new();
+    };
+    keys.filter_map(|k| map.get_key_value(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The owner reference with `controller: true`, if any.
+fn controller(
+    kind: &'static str,
+    owned: &ObjectMeta,
+    refs: Option<&[meta::OwnerReference]>,
+) -> Result<Option<OwnerReference>, ObserveError> {
+    let Some(r) = refs
+        .unwrap_or_default()
+        .iter()
+        .find(|r| r.controller == Some(true))
+    else {
+        return Ok(None);
+    };
+    let uid = checked_uid(
+        kind,
+        &display(owned),
+        "metadata.ownerReferences[].uid",
+        &r.uid,
+    )?;
+    Ok(Some(OwnerReference {
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+        uid,
+    }))
+}
+
+fn containers(
+    spec: &[core::Container],
+    statuses: Option<&[core::ContainerStatus]>,
+) -> Vec<ContainerObservation> {
+    spec.iter()
+        .map(|c| {
+            let status = statuses
+                .unwrap_or_default()
+                .iter()
+                .find(|s| s.name == c.name);
+            let requests = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+            let request =
+                |resource: &str| requests.and_then(|r| r.get(resource)).map(|q| q.0.clone());
+            ContainerObservation {
+                name: c.name.clone(),
+                requests_cpu: request("cpu"),
+                requests_memory: request("memory"),
+                restart_count: status.map_or(0, |s| s.restart_count),
+                state: status.and_then(|s| termination(s.state.as_ref())),
+                last_state: status.and_then(|s| termination(s.last_state.as_ref())),
+            }
+        })
+        .collect()
+}
+
+/// `state.terminated` without its `message`.
+fn termination(state: Option<&core::ContainerState>) -> Option<ContainerTermination> {
+    let t = state?.terminated.as_ref()?;
+    Some(ContainerTermination {
+        exit_code: t.exit_code,
+        reason: non_empty(t.reason.as_deref()),
+        signal: t.signal,
+        started_at: t.started_at.as_ref().map(time_ms),
+        finished_at: t.finished_at.as_ref().map(time_ms),
+        container_id: non_empty(t.container_id.as_deref()),
+    })
+}
+
+/// A Kubernetes UID as the schema's `uuid`: canonical lowercase 8-4-4-4-12 hex, which is
+/// what the API server generates and what an Avro reader accepts and gives back unchanged.
+fn checked_uid(
+    kind: &'static str,
+    object: &str,
+    field: &'static str,
+    uid: &str,
+) -> Result<String, ObserveError> {
+    let canonical = uid.len() == 36
+        && uid.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
+        });
+    if canonical {
+        Ok(uid.to_owned())
+    } else {
+        Err(ObserveError::InvalidUid {
+            kind,
+            object: object.to_owned(),
+            field,
+            value: uid.to_owned(),
+        })
+    }
+}
+
+fn display(meta: &ObjectMeta) -> String {
+    format!("{}/{}", meta.namespace, meta.name)
+}
+
+fn non_empty(s: Option<&str>) -> Option<String> {
+    s.filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+fn time_ms(t: &meta::Time) -> i64 {
+    t.0.as_millisecond()
+}
+
+fn saturating_i32(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}

@@ -1,0 +1,417 @@
+//! Observations: what the watcher publishes (DESIGN §3), shared by the watcher, `replay`
+//! and the embedded `demo`.
+//!
+//! * [`model`] — the five observation records, mirroring `schemas/*-observation.avsc`.
+//! * [`minimize`] — the allowlist from Kubernetes objects to those records.
+//! * [`observe`] — one trace entry to the observations to publish, each with its topic and
+//!   key (DESIGN §2):
+//!
+//! | entry | topic | key |
+//! |---|---|---|
+//! | Pod | pods | routing key ([`pod_routing_key`]) |
+//! | Job | jobs | Job UID |
+//! | CronJob | cronjobs | CronJob UID |
+//! | Lease | leases | `namespace/name` |
+//! | Namespace | — | none: namespaces feed admission only and are never published |
+//! | SESSION | sessions | session id |
+//! | HEARTBEAT | every input topic | none: written to every partition |
+//! | SNAPSHOT_BEGIN/END | every watched topic (not sessions) | none: written to every partition |
+
+mod error;
+pub mod minimize;
+pub mod model;
+#[cfg(test)]
+mod tests;
+
+use serde::Serialize;
+
+pub use error::ObserveError;
+pub use minimize::MinimizeConfig;
+pub use model::{
+    CronJobObservation, JobObservation, LeaseObservation, ObservationEvent, Pod, PodObservation,
+    SessionObservation, Source,
+};
+
+use crate::{
+    codec::{CodecError, RecordWriter},
+    config::TopicsConfig,
+    trace::{KubeObject, TraceEntry, TraceEvent},
+};
+
+/// The input topics observations are published to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum InputTopic {
+    /// `pods.v1`: [`PodObservation`].
+    Pods,
+    /// `jobs.v1`: [`JobObservation`].
+    Jobs,
+    /// `cronjobs.v1`: [`CronJobObservation`].
+    CronJobs,
+    /// `leases.v1`: [`LeaseObservation`].
+    Leases,
+    /// `sessions.v1`: [`SessionObservation`], written by the host application.
+    Sessions,
+}
+
+impl InputTopic {
+    /// Every input topic: HEARTBEATs go to all of them.
+    pub const ALL: [InputTopic; 5] = [
+        Self::Pods,
+        Self::Jobs,
+        Self::CronJobs,
+        Self::Leases,
+        Self::Sessions,
+    ];
+
+    /// The topics whose objects the watcher lists: snapshot markers go to these only.
+    /// `sessions.v1` is never relisted (its producer keeps a constant epoch), so a
+    /// snapshot marker there would wrongly declare every session deleted-while-unobserved.
+    pub const WATCHED: [InputTopic; 4] = [Self::Pods, Self::Jobs, Self::CronJobs, Self::Leases];
+
+    /// The full topic name from the configuration, e.g. `kubefacts.pods.v1`.
+    pub fn topic_name(self, topics: &TopicsConfig) -> String {
+        topics.full(match self {
+            Self::Pods => &topics.pods,
+            Self::Jobs => &topics.jobs,
+            Self::CronJobs => &topics.cronjobs,
+            Self::Leases => &topics.leases,
+            Self::Sessions => &topics.sessions,
+        })
+    }
+
+    /// Full name of the record this topic carries.
+    pub fn full_name(self) -> &'static str {
+        match self {
+            Self::Pods => PodObservation::FULL_NAME,
+            Self::Jobs => JobObservation::FULL_NAME,
+            Self::CronJobs => CronJobObservation::FULL_NAME,
+            Self::Leases => LeaseObservation::FULL_NAME,
+            Self::Sessions => SessionObservation::FULL_NAME,
+        }
+    }
+
+    /// A bounded label for metrics (`pods`, `jobs`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pods => "pods",
+            Self::Jobs => "jobs",
+            Self::CronJobs => "cronjobs",
+            Self::Leases => "leases",
+            Self::Sessions => "sessions",
+        }
+    }
+}
+
+/// One observation record of any input topic. Serializes (untagged) as the inner record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ObservationRecord {
+    /// On `pods.v1`.
+    Pod(PodObservation),
+    /// On `jobs.v1`.
+    Job(JobObservation),
+    /// On `cronjobs.v1`.
+    CronJob(CronJobObservation),
+    /// On `leases.v1`.
+    Lease(LeaseObservation),
+    /// On `sessions.v1`.
+    Session(SessionObservation),
+}
+
+impl ObservationRecord {
+    /// A marker or heartbeat (no object) for `topic`.
+    pub fn marker(
+        topic: InputTopic,
+        source: Source,
+        observed_at: i64,
+        event: ObservationEvent,
+    ) -> Self {
+        match topic {
+            InputTopic::Pods => Self::Pod(PodObservation {
+                source,
+                observed_at,
+                event,
+                pod: None,
+            }),
+            InputTopic::Jobs => Self::Job(JobObservation {
+                source,
+                observed_at,
+                event,
+                job: None,
+            }),
+            InputTopic::CronJobs => Self::CronJob(CronJobObservation {
+                source,
+                observed_at,
+                event,
+                cronjob: None,
+            }),
+            InputTopic::Leases => Self::Lease(LeaseObservation {
+                source,
+                observed_at,
+                event,
+                lease: None,
+            }),
+            InputTopic::Sessions => Self::Session(SessionObservation {
+                source,
+                observed_at,
+                event,
+                session: None,
+            }),
+        }
+    }
+
+    /// The topic this record belongs on.
+    pub fn topic(&self) -> InputTopic {
+        match self {
+            Self::Pod(_) => InputTopic::Pods,
+            Self::Job(_) => InputTopic::Jobs,
+            Self::CronJob(_) => InputTopic::CronJobs,
+            Self::Lease(_) => InputTopic::Leases,
+            Self::Session(_) => InputTopic::Sessions,
+        }
+    }
+
+    /// Full name of the record's Avro schema.
+    pub fn full_name(&self) -> &'static str {
+        self.topic().full_name()
+    }
+
+    /// Who published it.
+    pub fn source(&self) -> &Source {
+        match self {
+            Self::Pod(r) => &r.source,
+            Self::Job(r) => &r.source,
+            Self::CronJob(r) => &r.source,
+            Self::Lease(r) => &r.source,
+            Self::Session(r) => &r.source,
+        }
+    }
+
+    /// When it was observed, epoch ms.
+    pub fn observed_at(&self) -> i64 {
+        match self {
+            Self::Pod(r) => r.observed_at,
+            Self::Job(r) => r.observed_at,
+            Self::CronJob(r) => r.observed_at,
+            Self::Lease(r) => r.observed_at,
+            Self::Session(r) => r.observed_at,
+        }
+    }
+
+    /// What it reports.
+    pub fn event(&self) -> ObservationEvent {
+        match self {
+            Self::Pod(r) => r.event,
+            Self::Job(r) => r.event,
+            Self::CronJob(r) => r.event,
+            Self::Lease(r) => r.event,
+            Self::Session(r) => r.event,
+        }
+    }
+
+    /// Reads an Avro value of `topic`'s schema (as [`crate::codec::Codec::decode`] returns
+    /// it, resolved to the current schema) into the matching record.
+    pub fn from_value(
+        topic: InputTopic,
+        value: &apache_avro::types::Value,
+    ) -> Result<Self, apache_avro::Error> {
+        use apache_avro::from_value;
+        Ok(match topic {
+            InputTopic::Pods => Self::Pod(from_value(value)?),
+            InputTopic::Jobs => Self::Job(from_value(value)?),
+            InputTopic::CronJobs => Self::CronJob(from_value(value)?),
+            InputTopic::Leases => Self::Lease(from_value(value)?),
+            InputTopic::Sessions => Self::Session(from_value(value)?),
+        })
+    }
+
+    /// Encodes with `writer`, which must write this record's schema ([`Self::full_name`]);
+    /// a writer of another schema fails with [`CodecError::Encode`].
+    pub fn encode(&self, writer: &RecordWriter) -> Result<Vec<u8>, CodecError> {
+        match self {
+            Self::Pod(r) => writer.encode(r),
+            Self::Job(r) => writer.encode(r),
+            Self::CronJob(r) => writer.encode(r),
+            Self::Lease(r) => writer.encode(r),
+            Self::Session(r) => writer.encode(r),
+        }
+    }
+}
+
+/// One record to publish, with its topic and key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    /// Where it goes.
+    pub topic: InputTopic,
+    /// The Kafka key (DESIGN §2); `None` for markers and heartbeats, which the publisher
+    /// writes to every partition of the topic.
+    pub key: Option<String>,
+    /// The record.
+    pub record: ObservationRecord,
+}
+
+/// A Pod's routing key: the controlling Job's UID when a Job controls it, else the session
+/// label's value when present and non-empty, else the Pod's UID. Computed from the
+/// minimized record only, so a reader can check it.
+pub fn pod_routing_key<'a>(pod: &'a Pod, session_label: &str) -> &'a str {
+    match &pod.controller {
+        Some(owner) if owner.kind == "Job" => &owner.uid,
+        _ => pod
+            .meta
+            .labels
+            .get(session_label)
+            .filter(|v| !v.is_empty())
+            .unwrap_or(&pod.meta.uid),
+    }
+}
+
+/// The observations one trace entry yields (see the module table). Pure: `source` is
+/// used as given, except that snapshot markers carry their own epoch; callers advance
+/// `source.epoch` at SNAPSHOT_BEGIN ([`Observer`] does).
+pub fn observe(
+    entry: &TraceEntry,
+    source: &Source,
+    cfg: &MinimizeConfig,
+) -> Result<Vec<Observation>, ObserveError> {
+    use ObservationEvent as E;
+    let at = entry.observed_at_ms;
+    let (object, event) = match &entry.event {
+        TraceEvent::Applied(object) => (object, E::Applied),
+        TraceEvent::Deleted(object) => (object, E::Deleted),
+        TraceEvent::Heartbeat => return Ok(markers(&InputTopic::ALL, source, at, E::Heartbeat)),
+        &TraceEvent::SnapshotBegin { epoch } => {
+            let source = Source {
+                epoch,
+                ..source.clone()
+            };
+            return Ok(markers(&InputTopic::WATCHED, &source, at, E::SnapshotBegin));
+        }
+        &TraceEvent::SnapshotEnd { epoch } => {
+            let source = Source {
+                epoch,
+                ..source.clone()
+            };
+            return Ok(markers(&InputTopic::WATCHED, &source, at, E::SnapshotEnd));
+        }
+        TraceEvent::Session(record) => {
+            let session = minimize::session(record, at)?;
+            let key = session.session_id.clone();
+            let record = SessionObservation {
+                source: source.clone(),
+                observed_at: at,
+                event: E::Applied,
+                session: Some(session),
+            };
+            return Ok(vec![keyed(key, ObservationRecord::Session(record))]);
+        }
+    };
+    let (source, observed_at) = (source.clone(), at);
+    let observation = match object {
+        KubeObject::Pod(pod) => {
+            let pod = minimize::pod(pod, cfg)?;
+            let key = pod_routing_key(&pod, &cfg.session_label).to_owned();
+            let pod = Some(pod);
+            keyed(
+                key,
+                ObservationRecord::Pod(PodObservation {
+                    source,
+                    observed_at,
+                    event,
+                    pod,
+                }),
+            )
+        }
+        KubeObject::Job(job) => {
+            let job = minimize::job(job, cfg)?;
+            let key = job.meta.uid.clone();
+            let job = Some(job);
+            keyed(
+                key,
+                ObservationRecord::Job(JobObservation {
+                    source,
+                    observed_at,
+                    event,
+                    job,
+                }),
+            )
+        }
+        KubeObject::CronJob(cronjob) => {
+            let cronjob = minimize::cronjob(cronjob, cfg)?;
+            let key = cronjob.meta.uid.clone();
+            let cronjob = Some(cronjob);
+            let record = CronJobObservation {
+                source,
+                observed_at,
+                event,
+                cronjob,
+            };
+            keyed(key, ObservationRecord::CronJob(record))
+        }
+        KubeObject::Lease(lease) => {
+            let lease = minimize::lease(lease, cfg)?;
+            let key = format!("{}/{}", lease.meta.namespace, lease.meta.name);
+            let lease = Some(lease);
+            let record = LeaseObservation {
+                source,
+                observed_at,
+                event,
+                lease,
+            };
+            keyed(key, ObservationRecord::Lease(record))
+        }
+        KubeObject::Namespace(_) => return Ok(Vec::new()),
+    };
+    Ok(vec![observation])
+}
+
+fn keyed(key: String, record: ObservationRecord) -> Observation {
+    Observation {
+        topic: record.topic(),
+        key: Some(key),
+        record,
+    }
+}
+
+/// One marker per topic, keyless: the publisher writes each to every partition.
+fn markers(
+    topics: &[InputTopic],
+    source: &Source,
+    at: i64,
+    event: ObservationEvent,
+) -> Vec<Observation> {
+    let marker = |&topic| Observation {
+        topic,
+        key: None,
+        record: ObservationRecord::marker(topic, source.clone(), at, event),
+    };
+    topics.iter().map(marker).collect()
+}
+
+/// [`observe`] with the epoch tracked: a SNAPSHOT_BEGIN raises `source.epoch` (it never
+/// decreases), so every record after it carries the new epoch. What `replay` and `demo`
+/// step through a trace with.
+#[derive(Debug, Clone)]
+pub struct Observer {
+    source: Source,
+    cfg: MinimizeConfig,
+}
+
+impl Observer {
+    /// An observer publishing as `source` (its epoch is the one before the first relist).
+    pub fn new(source: Source, cfg: MinimizeConfig) -> Self {
+        Self { source, cfg }
+    }
+
+    /// The source records are published with now.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// The observations of one entry, in trace order.
+    pub fn observe(&mut self, entry: &TraceEntry) -> Result<Vec<Observation>, ObserveError> {
+        if let TraceEvent::SnapshotBegin { epoch } = entry.event {
+            self.source.epoch = self.source.epoch.max(epoch);
+        }
+        observe(entry, &self.source, &self.cfg)
+    }
+}
