@@ -36,7 +36,9 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
         let codec = Codec::new(None).unwrap();
-        let result = runtime().block_on(codec.decode(&bytes));
+        let rt = runtime();
+        let _ = rt.block_on(codec.decode_as::<serde_json::Value>(&bytes));
+        let result = rt.block_on(codec.decode(&bytes));
         if let Err(e) = result {
             prop_assert!(!e.to_string().is_empty());
             prop_assert!(!e.reason().is_empty());
@@ -59,7 +61,9 @@ proptest! {
         }
         bytes.truncate(cut.index(bytes.len() + 1));
         bytes.extend(extra);
-        let _ = runtime().block_on(codec.decode(&bytes));
+        let rt = runtime();
+        let _ = rt.block_on(codec.decode(&bytes));
+        let _ = rt.block_on(codec.decode_as::<serde_json::Value>(&bytes));
     }
 }
 
@@ -85,6 +89,12 @@ fn truncated_datums_and_trailing_bytes_are_named() {
                 "{err}"
             );
             truncated_as_such += usize::from(matches!(err, CodecError::TruncatedDatum { .. }));
+            // The typed fast path (schema-aware serde) refuses it too.
+            let typed = rt.block_on(codec.decode_as::<serde_json::Value>(short));
+            assert!(
+                typed.is_err(),
+                "cut {cut} of {datum_len} decoded as {typed:?}"
+            );
             truncated += 1;
         }
         let mut long = record.clone();

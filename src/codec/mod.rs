@@ -132,12 +132,36 @@ impl Codec {
     }
 
     /// Decodes a record value into a Rust type shaped like the current schema.
+    ///
+    /// When the writer schema is the current one (the common case) this deserializes
+    /// straight from the bytes (apache-avro's schema-aware serde, ~3× faster than going
+    /// through a `Value`); a record from an older revision is resolved through a `Value`.
     pub async fn decode_as<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, CodecError> {
-        let decoded = self.decode(bytes).await?;
-        apache_avro::from_value::<T>(&decoded.value).map_err(|e| CodecError::Convert {
-            schema: decoded.schema_name,
-            source: Box::new(e),
-        })
+        let (framing, datum) = Framing::parse(bytes)?;
+        let writer = self.writer_schema(framing).await?;
+        let name = &writer.full_name;
+        match self.schemas.current(name) {
+            Ok(reader) if reader.fingerprint != writer.fingerprint => {
+                let value = read_datum(name, &writer.schema, Some(&reader.schema), datum)?;
+                apache_avro::from_value::<T>(&value).map_err(|e| CodecError::Convert {
+                    schema: name.clone(),
+                    source: Box::new(e),
+                })
+            }
+            _ => match SchemaSet::embedded_reader(writer.fingerprint) {
+                Some(prepared) => read_typed(name, prepared, datum),
+                None => {
+                    let err = |e| CodecError::Datum {
+                        schema: name.clone(),
+                        source: Box::new(e),
+                    };
+                    let prepared = GenericDatumReader::builder(&writer.schema)
+                        .build()
+                        .map_err(err)?;
+                    read_typed(name, &prepared, datum)
+                }
+            },
+        }
     }
 
     async fn writer_schema(&self, framing: Framing) -> Result<Arc<KnownSchema>, CodecError> {
@@ -204,6 +228,38 @@ pub fn read_datum(
             len: datum.len(),
         });
     }
+    if !input.rest.is_empty() {
+        return Err(CodecError::TrailingBytes {
+            schema: name.to_owned(),
+            trailing: input.rest.len(),
+        });
+    }
+    Ok(value)
+}
+
+/// Deserializes one datum straight into `T` with a reader prepared without a reader schema
+/// (read_deser panics on its unimplemented resolving path otherwise); refuses truncated
+/// datums and trailing bytes.
+fn read_typed<T: DeserializeOwned>(
+    name: &str,
+    prepared: &GenericDatumReader<'_>,
+    datum: &[u8],
+) -> Result<T, CodecError> {
+    let mut input = EofGuard {
+        rest: datum,
+        hit_eof: false,
+    };
+    let value = prepared.read_deser::<T>(&mut input);
+    if input.hit_eof {
+        return Err(CodecError::TruncatedDatum {
+            schema: name.to_owned(),
+            len: datum.len(),
+        });
+    }
+    let value = value.map_err(|e| CodecError::Convert {
+        schema: name.to_owned(),
+        source: Box::new(e),
+    })?;
     if !input.rest.is_empty() {
         return Err(CodecError::TrailingBytes {
             schema: name.to_owned(),

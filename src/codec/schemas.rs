@@ -6,7 +6,7 @@ use std::{
     sync::{Arc, OnceLock},
 };
 
-use apache_avro::Schema;
+use apache_avro::{Schema, reader::datum::GenericDatumReader};
 
 use super::{
     CodecError,
@@ -87,6 +87,25 @@ impl SchemaSet {
             .map_err(|reason| CodecError::Embedded {
                 reason: reason.clone(),
             })
+    }
+
+    /// A prepared datum reader (no resolution) for an embedded schema, by fingerprint.
+    /// Preparing one resolves the schema's names, which costs as much as decoding a
+    /// record; embedded schemas live for the whole process, so each is prepared once.
+    pub fn embedded_reader(fingerprint: u64) -> Option<&'static GenericDatumReader<'static>> {
+        static READERS: OnceLock<HashMap<u64, GenericDatumReader<'static>>> = OnceLock::new();
+        let readers = READERS.get_or_init(|| {
+            let Ok(set) = Self::embedded() else {
+                return HashMap::new();
+            };
+            set.by_fingerprint
+                .iter()
+                .filter_map(|(fp, k)| {
+                    Some((*fp, GenericDatumReader::builder(&k.schema).build().ok()?))
+                })
+                .collect()
+        });
+        readers.get(&fingerprint)
     }
 
     fn parse_embedded() -> Result<Self, CodecError> {
