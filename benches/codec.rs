@@ -31,12 +31,11 @@ fn job_records() -> Vec<JobObservation> {
     };
     let mut observer = Observer::new(source, MinimizeConfig::default());
     trace::read(TRACE.as_bytes())
-        .map(|e| {
+        .flat_map(|e| {
             observer
                 .observe(&e.expect("bundled trace parses"))
                 .expect("bundled trace observes")
         })
-        .flatten()
         .filter_map(|o| match o.record {
             ObservationRecord::Job(j) if j.job.is_some() => Some(j),
             _ => None,
