@@ -25,9 +25,7 @@ fn main() {
                 let rev = name
                     .strip_prefix('r')
                     .and_then(|n| n.parse::<u32>().ok())
-                    .unwrap_or_else(|| {
-                        panic!("revision files are named rN.avsc: {}", file.display())
-                    });
+                    .unwrap_or_else(|| panic!("revision files are named rN.avsc: {}", file.display()));
                 revisions.push((stem(&dir), rev, file.display().to_string()));
             }
         }
@@ -58,8 +56,5 @@ fn sorted_entries(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 fn stem(p: &Path) -> String {
-    p.file_stem()
-        .and_then(|s| s.to_str())
-        .expect("utf-8 file name")
-        .to_owned()
+    p.file_stem().and_then(|s| s.to_str()).expect("utf-8 file name").to_owned()
 }

@@ -24,18 +24,10 @@ use kubefacts::{
 const TRACE: &str = include_str!("../tests/fixtures/traces/demo.jsonl");
 
 fn job_records() -> Vec<JobObservation> {
-    let source = Source {
-        cluster: "bench".into(),
-        instance: "bench".into(),
-        epoch: 1,
-    };
+    let source = Source { cluster: "bench".into(), instance: "bench".into(), epoch: 1 };
     let mut observer = Observer::new(source, MinimizeConfig::default());
     trace::read(TRACE.as_bytes())
-        .flat_map(|e| {
-            observer
-                .observe(&e.expect("bundled trace parses"))
-                .expect("bundled trace observes")
-        })
+        .flat_map(|e| observer.observe(&e.expect("bundled trace parses")).expect("bundled trace observes"))
         .filter_map(|o| match o.record {
             ObservationRecord::Job(j) if j.job.is_some() => Some(j),
             _ => None,
@@ -61,22 +53,16 @@ fn main() {
     // `cargo bench` passes --bench; under `cargo test --all-targets` this runs as a quick
     // check that both libraries agree and every variant works.
     let benching = std::env::args().any(|a| a == "--bench");
-    let secs: f64 = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(if benching { 1.5 } else { 0.02 });
+    let secs: f64 =
+        std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(if benching { 1.5 } else { 0.02 });
     let budget = Duration::from_secs_f64(secs);
     let records = job_records();
     assert!(records.len() >= 10, "need records to measure");
     let n = records.len();
 
     let codec = Codec::new(None).unwrap();
-    let known = codec
-        .schemas()
-        .current(InputTopic::Jobs.full_name())
-        .unwrap();
-    let writer =
-        futures::executor::block_on(codec.value_writer("bench", &known.full_name)).unwrap();
+    let known = codec.schemas().current(InputTopic::Jobs.full_name()).unwrap();
+    let writer = futures::executor::block_on(codec.value_writer("bench", &known.full_name)).unwrap();
     let fast_schema: serde_avro_fast::Schema = known.text.parse().unwrap();
     let mut fast_config = serde_avro_fast::ser::SerializerConfig::new(&fast_schema);
 
@@ -85,13 +71,8 @@ fn main() {
     let header = framed[0].len() - apache_avro_datum_len(&framed[0], &known.schema);
     for (r, f) in records.iter().zip(&framed) {
         let fast = serde_avro_fast::to_datum_vec(r, &mut fast_config).unwrap();
-        assert_eq!(
-            fast,
-            f[header..],
-            "serde_avro_fast and apache-avro disagree on the bytes"
-        );
-        let back: JobObservation =
-            serde_avro_fast::from_datum_slice(&f[header..], &fast_schema).unwrap();
+        assert_eq!(fast, f[header..], "serde_avro_fast and apache-avro disagree on the bytes");
+        let back: JobObservation = serde_avro_fast::from_datum_slice(&f[header..], &fast_schema).unwrap();
         assert_eq!(&back, r);
     }
     let bytes_per_record = framed.iter().map(Vec::len).sum::<usize>() as f64 / n as f64;
@@ -127,21 +108,14 @@ fn main() {
             for r in &records {
                 buf.clear();
                 buf.extend_from_slice(&framed[0][..header]);
-                buf = serde_avro_fast::to_datum(
-                    black_box(r),
-                    std::mem::take(&mut buf),
-                    &mut fast_config,
-                )
-                .unwrap();
+                buf = serde_avro_fast::to_datum(black_box(r), std::mem::take(&mut buf), &mut fast_config)
+                    .unwrap();
                 black_box(&buf);
             }
         }),
     ));
     for (r, f) in records.iter().zip(&framed) {
-        assert_eq!(
-            &futures::executor::block_on(codec.decode_as::<JobObservation>(f)).unwrap(),
-            r
-        );
+        assert_eq!(&futures::executor::block_on(codec.decode_as::<JobObservation>(f)).unwrap(), r);
     }
     results.push((
         "decode",
@@ -149,8 +123,7 @@ fn main() {
         rate(budget, n, || {
             for f in &framed {
                 black_box(
-                    futures::executor::block_on(codec.decode_as::<JobObservation>(black_box(f)))
-                        .unwrap(),
+                    futures::executor::block_on(codec.decode_as::<JobObservation>(black_box(f))).unwrap(),
                 );
             }
         }),
@@ -204,16 +177,9 @@ fn main() {
 
     for op in ["encode", "decode"] {
         let base = results.iter().find(|r| r.0 == op).map(|r| r.2).unwrap();
-        println!(
-            "{op:<7} {:<72} {:>12} {:>8} {:>9}",
-            "variant", "records/s", "MB/s", "vs used"
-        );
+        println!("{op:<7} {:<72} {:>12} {:>8} {:>9}", "variant", "records/s", "MB/s", "vs used");
         for (_, name, r) in results.iter().filter(|r| r.0 == op) {
-            println!(
-                "        {name:<72} {r:>12.0} {:>8.1} {:>8.2}x",
-                r * bytes_per_record / 1e6,
-                r / base
-            );
+            println!("        {name:<72} {r:>12.0} {:>8.1} {:>8.2}x", r * bytes_per_record / 1e6, r / base);
         }
         println!();
     }

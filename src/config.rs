@@ -63,10 +63,7 @@ fn default_cluster() -> String {
 
 impl Default for PipelineConfig {
     fn default() -> Self {
-        Self {
-            cluster: default_cluster(),
-            topics: TopicsConfig::default(),
-        }
+        Self { cluster: default_cluster(), topics: TopicsConfig::default() }
     }
 }
 
@@ -145,10 +142,8 @@ impl TopicsConfig {
 impl PipelineConfig {
     /// Reads and validates a TOML file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
-            path: path.display().to_string(),
-            source: e,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::Read { path: path.display().to_string(), source: e })?;
         Self::parse(&text, &path.display().to_string())
     }
 
@@ -159,10 +154,8 @@ impl PipelineConfig {
 
     /// Parses and validates TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let cfg: Self = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            origin: origin.into(),
-            source: Box::new(e),
-        })?;
+        let cfg: Self = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { origin: origin.into(), source: Box::new(e) })?;
         cfg.validate(origin)?;
         Ok(cfg)
     }
@@ -182,22 +175,15 @@ impl PipelineConfig {
             // Kafka's own rule: 1..=249 of [a-zA-Z0-9._-].
             if name.is_empty()
                 || full.len() > 249
-                || !full
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+                || !full.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
             {
                 return Err(invalid(
                     &format!("topics.{key}"),
-                    format!(
-                        "{full:?} is not a valid Kafka topic name (1-249 of a-z A-Z 0-9 . _ -)"
-                    ),
+                    format!("{full:?} is not a valid Kafka topic name (1-249 of a-z A-Z 0-9 . _ -)"),
                 ));
             }
             if !seen.insert(full.clone()) {
-                return Err(invalid(
-                    &format!("topics.{key}"),
-                    format!("{full:?} is used twice"),
-                ));
+                return Err(invalid(&format!("topics.{key}"), format!("{full:?} is used twice")));
             }
         }
         Ok(())
@@ -210,10 +196,7 @@ mod tests {
 
     #[test]
     fn shipped_default_file_equals_the_built_in_defaults() {
-        assert_eq!(
-            PipelineConfig::embedded_default().unwrap(),
-            PipelineConfig::default()
-        );
+        assert_eq!(PipelineConfig::embedded_default().unwrap(), PipelineConfig::default());
     }
 
     #[test]

@@ -36,11 +36,7 @@ pub fn init(format: LogFormat) -> SdkTracerProvider {
         LogFormat::Text => fmt.boxed(),
         LogFormat::Json => fmt.json().boxed(),
     };
-    tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt)
-        .with(otel_layer(&provider))
-        .init();
+    tracing_subscriber::registry().with(filter).with(fmt).with(otel_layer(&provider)).init();
     provider
 }
 
@@ -53,9 +49,7 @@ mod tests {
     #[test]
     fn tracing_spans_become_opentelemetry_spans_with_parents() {
         let exporter = InMemorySpanExporter::default();
-        let provider = SdkTracerProvider::builder()
-            .with_simple_exporter(exporter.clone())
-            .build();
+        let provider = SdkTracerProvider::builder().with_simple_exporter(exporter.clone()).build();
         let subscriber = tracing_subscriber::registry().with(otel_layer(&provider));
         tracing::subscriber::with_default(subscriber, || {
             let outer = tracing::info_span!("publish", topic = "kubefacts.jobs.v1");
@@ -67,9 +61,6 @@ mod tests {
         let names: Vec<_> = spans.iter().map(|s| s.name.as_ref()).collect();
         assert_eq!(names, ["encode", "publish"]);
         assert_eq!(spans[0].parent_span_id, spans[1].span_context.span_id());
-        assert_eq!(
-            spans[0].span_context.trace_id(),
-            spans[1].span_context.trace_id()
-        );
+        assert_eq!(spans[0].span_context.trace_id(), spans[1].span_context.trace_id());
     }
 }

@@ -14,10 +14,7 @@ fn run_demo(dir: &std::path::Path) -> (String, String) {
         .env_remove("KUBEFACTS_REGISTRY")
         .output()
         .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    );
+    let (stdout, stderr) = (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
     assert!(out.status.success(), "demo failed:\n{stdout}\n{stderr}");
     (stdout, stderr)
 }
@@ -26,10 +23,7 @@ fn run_demo(dir: &std::path::Path) -> (String, String) {
 fn demo_round_trips_every_observation_and_ships_no_secrets() {
     let dir = tempfile::tempdir().unwrap();
     let (stdout, stderr) = run_demo(dir.path());
-    assert!(
-        stdout.contains("162 records encoded and decoded back identical"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("162 records encoded and decoded back identical"), "{stdout}");
     assert!(stdout.contains("no trace entry was rejected"), "{stdout}");
     assert!(stderr.is_empty(), "{stderr}");
 
@@ -47,11 +41,7 @@ fn demo_round_trips_every_observation_and_ships_no_secrets() {
             "password authentication",
             "etl-db-credentials",
         ] {
-            assert!(
-                !text.contains(secret),
-                "{} leaks {secret:?}",
-                path.display()
-            );
+            assert!(!text.contains(secret), "{} leaks {secret:?}", path.display());
         }
         outputs += 1;
     }
@@ -75,23 +65,11 @@ for p in sorted(pathlib.Path(sys.argv[1]).glob("*.avro")):
         counts[p.stem] = sum(1 for _ in fastavro.reader(f))
 print(json.dumps(counts))
 "#;
-    let out = Command::new(&infra.python)
-        .args(["-c", script])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new(&infra.python).args(["-c", script]).arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let counts: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let jsonl_lines = |topic: &str| {
-        fs::read_to_string(dir.path().join(format!("{topic}.jsonl")))
-            .unwrap()
-            .lines()
-            .count()
-    };
+    let jsonl_lines =
+        |topic: &str| fs::read_to_string(dir.path().join(format!("{topic}.jsonl"))).unwrap().lines().count();
     for topic in [
         "kubefacts.pods.v1",
         "kubefacts.jobs.v1",
@@ -120,14 +98,8 @@ fn demo_reports_a_broken_trace_instead_of_hiding_it() {
         .arg(&trace)
         .output()
         .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("trace value 2: unsupported object v1/Secret"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("trace value 2: unsupported object v1/Secret"), "{stderr}");
     assert!(stdout.contains("trace: unsupported_kind: 1"), "{stdout}");
 }

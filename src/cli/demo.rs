@@ -64,8 +64,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         ),
         None => ("bundled demo trace".to_owned(), BUNDLED_TRACE.to_owned()),
     };
-    fs::create_dir_all(&args.output)
-        .with_context(|| format!("creating {}", args.output.display()))?;
+    fs::create_dir_all(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
 
     let codec = Codec::new(None)?;
     let mut writers = BTreeMap::new();
@@ -76,29 +75,14 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         let name = topic.topic_name(&config.topics);
         writers.insert(
             topic,
-            RecordWriter::new(
-                known,
-                crate::codec::Framing::SingleObject {
-                    fingerprint: known.fingerprint,
-                },
-            )?,
+            RecordWriter::new(known, crate::codec::Framing::SingleObject { fingerprint: known.fingerprint })?,
         );
-        jsonl.insert(
-            topic,
-            BufWriter::new(create(&args.output, &format!("{name}.jsonl"))?),
-        );
+        jsonl.insert(topic, BufWriter::new(create(&args.output, &format!("{name}.jsonl"))?));
         let file = create(&args.output, &format!("{name}.avro"))?;
-        containers.insert(
-            topic,
-            apache_avro::Writer::new(&known.schema, BufWriter::new(file))?,
-        );
+        containers.insert(topic, apache_avro::Writer::new(&known.schema, BufWriter::new(file))?);
     }
 
-    let source = Source {
-        cluster: config.cluster.clone(),
-        instance: "kubefacts-demo".into(),
-        epoch: 1,
-    };
+    let source = Source { cluster: config.cluster.clone(), instance: "kubefacts-demo".into(), epoch: 1 };
     let mut observer = Observer::new(source, MinimizeConfig::default());
     let mut tallies: BTreeMap<InputTopic, TopicTally> = BTreeMap::new();
     let (mut entries, mut rejected, mut round_trips) = (0u64, BTreeMap::<String, u64>::new(), 0u64);
@@ -107,9 +91,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
             Ok(e) => e,
             Err(e) => {
                 eprintln!("demo: {e}");
-                *rejected
-                    .entry(format!("trace: {}", e.reason()))
-                    .or_default() += 1;
+                *rejected.entry(format!("trace: {}", e.reason())).or_default() += 1;
                 continue;
             }
         };
@@ -118,9 +100,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
             Ok(o) => o,
             Err(e) => {
                 eprintln!("demo: {e}");
-                *rejected
-                    .entry(format!("observe: {}", e.reason()))
-                    .or_default() += 1;
+                *rejected.entry(format!("observe: {}", e.reason())).or_default() += 1;
                 continue;
             }
         };
@@ -201,9 +181,7 @@ fn print_summary(
         "kubefacts demo — {trace_name}: {entries} trace entries, {:.1} KiB of Kubernetes JSON",
         trace_bytes as f64 / 1024.0
     );
-    println!(
-        "\nobservations, as the watcher would publish them (minimized, keyed, Avro single-object):"
-    );
+    println!("\nobservations, as the watcher would publish them (minimized, keyed, Avro single-object):");
     println!(
         "  {:<30} {:>8} {:>8} {:>6} {:>10} {:>9}",
         "topic", "records", "markers", "keys", "bytes", "avg B"

@@ -15,19 +15,10 @@ pub struct SchemasArgs {
 
 pub(super) fn run(args: SchemasArgs) -> anyhow::Result<()> {
     let set = SchemaSet::embedded()?;
-    println!(
-        "{:<28} {:<44} {:>9} fingerprint",
-        "file", "record", "revisions"
-    );
+    println!("{:<28} {:<44} {:>9} fingerprint", "file", "record", "revisions");
     for s in set.all_current() {
         let revs = set.revisions(&s.stem).len();
-        println!(
-            "{:<28} {:<44} {:>9} {:016x}",
-            format!("{}.avsc", s.stem),
-            s.full_name,
-            revs,
-            s.fingerprint
-        );
+        println!("{:<28} {:<44} {:>9} {:016x}", format!("{}.avsc", s.stem), s.full_name, revs, s.fingerprint);
     }
     if args.check {
         let errors = evolution::check_all(set);

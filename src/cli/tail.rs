@@ -61,11 +61,8 @@ pub enum TimestampFormat {
 }
 
 pub(super) async fn run(args: TailArgs) -> anyhow::Result<()> {
-    let registry = args
-        .registry
-        .as_deref()
-        .map(|url| RegistryClient::new(url, Duration::from_secs(10)))
-        .transpose()?;
+    let registry =
+        args.registry.as_deref().map(|url| RegistryClient::new(url, Duration::from_secs(10))).transpose()?;
     let codec = Codec::new(registry)?;
     let consumer: StreamConsumer = ClientConfig::new()
         .set("bootstrap.servers", &args.bootstrap)
@@ -79,19 +76,12 @@ pub(super) async fn run(args: TailArgs) -> anyhow::Result<()> {
     let metadata = consumer
         .fetch_metadata(Some(&args.topic), Duration::from_secs(10))
         .with_context(|| format!("reading metadata of {} from {}", args.topic, args.bootstrap))?;
-    let topic = metadata
-        .topics()
-        .first()
-        .context("broker returned no topic metadata")?;
+    let topic = metadata.topics().first().context("broker returned no topic metadata")?;
     if topic.error().is_some() || topic.partitions().is_empty() {
         bail!("topic {} does not exist on {}", args.topic, args.bootstrap);
     }
     let mut assignment = TopicPartitionList::new();
-    let start = if args.from_beginning {
-        Offset::Beginning
-    } else {
-        Offset::End
-    };
+    let start = if args.from_beginning { Offset::Beginning } else { Offset::End };
     for p in topic.partitions() {
         assignment.add_partition_offset(&args.topic, p.id(), start)?;
     }

@@ -11,14 +11,11 @@ use serde_json::Value as Json;
 #[error("cannot compute the parsing canonical form: {0}")]
 pub struct CanonicalError(String);
 
-const PRIMITIVES: [&str; 8] = [
-    "null", "boolean", "int", "long", "float", "double", "bytes", "string",
-];
+const PRIMITIVES: [&str; 8] = ["null", "boolean", "int", "long", "float", "double", "bytes", "string"];
 
 /// The Parsing Canonical Form of a schema given as JSON text.
 pub fn parsing_canonical_form(schema_json: &str) -> Result<String, CanonicalError> {
-    let json: Json =
-        serde_json::from_str(schema_json).map_err(|e| CanonicalError(e.to_string()))?;
+    let json: Json = serde_json::from_str(schema_json).map_err(|e| CanonicalError(e.to_string()))?;
     let mut out = String::new();
     write_schema(&json, "", &mut out)?;
     Ok(out)
@@ -39,17 +36,11 @@ pub fn crc64_avro(bytes: &[u8]) -> u64 {
         }
         t
     });
-    bytes.iter().fold(EMPTY, |fp, b| {
-        (fp >> 8) ^ table[((fp ^ u64::from(*b)) & 0xff) as usize]
-    })
+    bytes.iter().fold(EMPTY, |fp, b| (fp >> 8) ^ table[((fp ^ u64::from(*b)) & 0xff) as usize])
 }
 
 fn full_name(name: &str, namespace: &str) -> String {
-    if name.contains('.') || namespace.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{namespace}.{name}")
-    }
+    if name.contains('.') || namespace.is_empty() { name.to_owned() } else { format!("{namespace}.{name}") }
 }
 
 fn write_str(s: &str, out: &mut String) {
@@ -72,9 +63,7 @@ fn write_schema(node: &Json, namespace: &str, out: &mut String) -> Result<(), Ca
             out.push(']');
         }
         Json::Object(o) => {
-            let ty = o
-                .get("type")
-                .ok_or_else(|| CanonicalError("object without \"type\"".into()))?;
+            let ty = o.get("type").ok_or_else(|| CanonicalError("object without \"type\"".into()))?;
             let kind = match ty {
                 Json::String(k) => k.as_str(),
                 // {"type": {...}} or {"type": [...]}: the inner schema is the schema.
@@ -86,10 +75,7 @@ fn write_schema(node: &Json, namespace: &str, out: &mut String) -> Result<(), Ca
                         .get("name")
                         .and_then(Json::as_str)
                         .ok_or_else(|| CanonicalError(format!("{kind} without a name")))?;
-                    let ns = o
-                        .get("namespace")
-                        .and_then(Json::as_str)
-                        .unwrap_or(namespace);
+                    let ns = o.get("namespace").and_then(Json::as_str).unwrap_or(namespace);
                     let full = full_name(name, ns);
                     let inner_ns = full.rsplit_once('.').map_or("", |(n, _)| n);
                     out.push_str("{\"name\":");
@@ -99,9 +85,7 @@ fn write_schema(node: &Json, namespace: &str, out: &mut String) -> Result<(), Ca
                     match kind {
                         "enum" => {
                             out.push_str(",\"symbols\":");
-                            out.push_str(
-                                &o.get("symbols").cloned().unwrap_or(Json::Null).to_string(),
-                            );
+                            out.push_str(&o.get("symbols").cloned().unwrap_or(Json::Null).to_string());
                         }
                         "fixed" => {
                             let size = o
@@ -112,18 +96,17 @@ fn write_schema(node: &Json, namespace: &str, out: &mut String) -> Result<(), Ca
                         }
                         _ => {
                             out.push_str(",\"fields\":[");
-                            let fields =
-                                o.get("fields").and_then(Json::as_array).ok_or_else(|| {
-                                    CanonicalError(format!("record {full} without fields"))
-                                })?;
+                            let fields = o
+                                .get("fields")
+                                .and_then(Json::as_array)
+                                .ok_or_else(|| CanonicalError(format!("record {full} without fields")))?;
                             for (i, f) in fields.iter().enumerate() {
                                 if i > 0 {
                                     out.push(',');
                                 }
-                                let fname =
-                                    f.get("name").and_then(Json::as_str).ok_or_else(|| {
-                                        CanonicalError(format!("field of {full} without a name"))
-                                    })?;
+                                let fname = f.get("name").and_then(Json::as_str).ok_or_else(|| {
+                                    CanonicalError(format!("field of {full} without a name"))
+                                })?;
                                 out.push_str("{\"name\":");
                                 write_str(fname, out);
                                 out.push_str(",\"type\":");
@@ -162,10 +145,7 @@ mod tests {
     fn matches_the_specification_vectors() {
         // From the Avro specification and its shared test data (schema-tests.txt).
         assert_eq!(crc64_avro(b"\"null\""), 0x63dd_24e7_cc25_8f8a);
-        assert_eq!(
-            parsing_canonical_form(r#"{"type":"int"}"#).unwrap(),
-            r#""int""#
-        );
+        assert_eq!(parsing_canonical_form(r#"{"type":"int"}"#).unwrap(), r#""int""#);
         assert_eq!(
             parsing_canonical_form(r#"{"type":"long","logicalType":"timestamp-millis"}"#).unwrap(),
             r#""long""#

@@ -43,9 +43,7 @@ pub enum CodecError {
         id: u32,
     },
     /// No schema this build knows (current or frozen revision) has this fingerprint.
-    #[error(
-        "unknown schema fingerprint {fingerprint:016x}: written with a schema this build does not know"
-    )]
+    #[error("unknown schema fingerprint {fingerprint:016x}: written with a schema this build does not know")]
     UnknownFingerprint {
         /// The CRC-64-AVRO fingerprint, as a little-endian u64.
         fingerprint: u64,

@@ -4,7 +4,10 @@
 //! A breaking change is a new major version: a `v2` namespace and a new topic, never a
 //! new revision of a `v1` file.
 
-use apache_avro::schema_compatibility::{Compatibility, SchemaCompatibility};
+use apache_avro::{
+    Schema,
+    schema_compatibility::{Compatibility, SchemaCompatibility},
+};
 use thiserror::Error;
 
 use super::{KnownSchema, SchemaSet};
@@ -14,9 +17,7 @@ use super::{KnownSchema, SchemaSet};
 #[non_exhaustive]
 pub enum EvolutionError {
     /// The schema has no frozen revision at all.
-    #[error(
-        "{stem}: no frozen revision; copy schemas/{stem}.avsc to schemas/revisions/{stem}/r1.avsc"
-    )]
+    #[error("{stem}: no frozen revision; copy schemas/{stem}.avsc to schemas/revisions/{stem}/r1.avsc")]
     NotFrozen {
         /// File stem.
         stem: String,
@@ -62,17 +63,46 @@ pub enum EvolutionError {
 /// Checks that `reader` can read everything written with `writer`.
 pub fn can_read(writer: &KnownSchema, reader: &KnownSchema) -> Result<(), String> {
     if writer.full_name != reader.full_name {
-        return Err(format!(
-            "record renamed from {} to {}",
-            writer.full_name, reader.full_name
-        ));
+        return Err(format!("record renamed from {} to {}", writer.full_name, reader.full_name));
     }
     match SchemaCompatibility::can_read(&writer.schema, &reader.schema) {
         Ok(Compatibility::Full) => Ok(()),
-        Ok(Compatibility::Partial) => {
-            Err("only partially compatible: some values (enum symbols, union branches) would fail to resolve".into())
-        }
+        // apache-avro reports an incompatible record inside `["null", Record]` as a partially
+        // compatible union (the null branch still resolves): find the field that breaks.
+        Ok(Compatibility::Partial) => Err(explain(&writer.schema, &reader.schema, "").unwrap_or_else(|| {
+            "only partially compatible: some enum symbols or union branches would not resolve".into()
+        })),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Walks records and unions side by side and names the first field that cannot be read.
+fn explain(writer: &Schema, reader: &Schema, path: &str) -> Option<String> {
+    match (writer, reader) {
+        (Schema::Record(w), Schema::Record(r)) => r.fields.iter().find_map(|rf| {
+            let here = format!("{path}.{}", rf.name);
+            match w.fields.iter().find(|wf| wf.name == rf.name) {
+                None if rf.default.is_none() => Some(format!("{here}: added without a default")),
+                None => None,
+                Some(wf) => explain(&wf.schema, &rf.schema, &here),
+            }
+        }),
+        (Schema::Union(w), Schema::Union(r)) => w.variants().iter().find_map(|wv| {
+            let same = |rv: &&Schema| match (wv, *rv) {
+                (Schema::Record(a), Schema::Record(b)) => a.name == b.name,
+                (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+            };
+            match r.variants().iter().find(same) {
+                Some(rv) => explain(wv, rv, path),
+                None => Some(format!("{path}: union branch {wv:?} is gone")),
+            }
+        }),
+        (Schema::Ref { name: a }, Schema::Ref { name: b }) if a == b => None,
+        _ => match SchemaCompatibility::can_read(writer, reader) {
+            Ok(Compatibility::Full) => None,
+            Ok(Compatibility::Partial) => Some(format!("{path}: only partially compatible")),
+            Err(e) => Some(format!("{path}: {e}")),
+        },
     }
 }
 
@@ -85,16 +115,11 @@ pub fn check_history(
 ) -> Vec<EvolutionError> {
     let mut errors = Vec::new();
     let Some(latest) = revisions.last().map(AsRef::as_ref) else {
-        return vec![EvolutionError::NotFrozen {
-            stem: stem.to_owned(),
-        }];
+        return vec![EvolutionError::NotFrozen { stem: stem.to_owned() }];
     };
     let rev = |s: &KnownSchema| s.revision.unwrap_or(0);
     if current.text != latest.text {
-        errors.push(EvolutionError::CurrentDiffersFromLatest {
-            stem: stem.to_owned(),
-            latest: rev(latest),
-        });
+        errors.push(EvolutionError::CurrentDiffersFromLatest { stem: stem.to_owned(), latest: rev(latest) });
     }
     for (j, newer) in revisions.iter().map(AsRef::as_ref).enumerate() {
         for older in revisions[..j].iter().map(AsRef::as_ref) {

@@ -38,21 +38,11 @@ impl Framing {
             [] => Err(CodecError::Empty),
             [CONFLUENT_MAGIC, rest @ ..] => {
                 let (id, datum) = split_header(rest, "Confluent", CONFLUENT_HEADER_LEN)?;
-                Ok((
-                    Framing::Confluent {
-                        schema_id: u32::from_be_bytes(id),
-                    },
-                    datum,
-                ))
+                Ok((Framing::Confluent { schema_id: u32::from_be_bytes(id) }, datum))
             }
             [0xC3, 0x01, rest @ ..] => {
                 let (fp, datum) = split_header(rest, "single-object", SINGLE_OBJECT_HEADER_LEN)?;
-                Ok((
-                    Framing::SingleObject {
-                        fingerprint: u64::from_le_bytes(fp),
-                    },
-                    datum,
-                ))
+                Ok((Framing::SingleObject { fingerprint: u64::from_le_bytes(fp) }, datum))
             }
             [0xC3] => Err(CodecError::TruncatedHeader {
                 framing: "single-object",
@@ -98,11 +88,9 @@ fn split_header<'a, const N: usize>(
 ) -> Result<([u8; N], &'a [u8]), CodecError> {
     match rest.split_first_chunk::<N>() {
         Some((id, datum)) => Ok((*id, datum)),
-        None => Err(CodecError::TruncatedHeader {
-            framing,
-            needed: header_len,
-            got: header_len - N + rest.len(),
-        }),
+        None => {
+            Err(CodecError::TruncatedHeader { framing, needed: header_len, got: header_len - N + rest.len() })
+        }
     }
 }
 
@@ -112,9 +100,7 @@ mod tests {
 
     #[test]
     fn confluent_header_round_trips() {
-        let f = Framing::Confluent {
-            schema_id: 0x01020304,
-        };
+        let f = Framing::Confluent { schema_id: 0x01020304 };
         let mut bytes = f.header();
         assert_eq!(bytes, [0, 1, 2, 3, 4]);
         bytes.push(42);
@@ -123,9 +109,7 @@ mod tests {
 
     #[test]
     fn single_object_header_is_little_endian() {
-        let f = Framing::SingleObject {
-            fingerprint: 0x0807060504030201,
-        };
+        let f = Framing::SingleObject { fingerprint: 0x0807060504030201 };
         let bytes = f.header();
         assert_eq!(bytes, [0xC3, 0x01, 1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(Framing::parse(&bytes).unwrap(), (f, &[][..]));
@@ -134,37 +118,22 @@ mod tests {
     #[test]
     fn rejects_empty_unknown_and_truncated() {
         assert!(matches!(Framing::parse(&[]), Err(CodecError::Empty)));
-        assert!(matches!(
-            Framing::parse(b"{\"json\":1}"),
-            Err(CodecError::UnknownFraming { first: b'{' })
-        ));
+        assert!(matches!(Framing::parse(b"{\"json\":1}"), Err(CodecError::UnknownFraming { first: b'{' })));
         assert!(matches!(
             Framing::parse(&[0xC3, 0x02, 0, 0, 0, 0, 0, 0, 0, 0]),
             Err(CodecError::UnknownFraming { first: 0xC3 })
         ));
         assert!(matches!(
             Framing::parse(&[0, 0, 1]),
-            Err(CodecError::TruncatedHeader {
-                framing: "Confluent",
-                needed: 5,
-                got: 3
-            })
+            Err(CodecError::TruncatedHeader { framing: "Confluent", needed: 5, got: 3 })
         ));
         assert!(matches!(
             Framing::parse(&[0xC3]),
-            Err(CodecError::TruncatedHeader {
-                needed: 10,
-                got: 1,
-                ..
-            })
+            Err(CodecError::TruncatedHeader { needed: 10, got: 1, .. })
         ));
         assert!(matches!(
             Framing::parse(&[0xC3, 0x01, 9]),
-            Err(CodecError::TruncatedHeader {
-                needed: 10,
-                got: 3,
-                ..
-            })
+            Err(CodecError::TruncatedHeader { needed: 10, got: 3, .. })
         ));
     }
 }

@@ -30,11 +30,7 @@ pub fn to_json(value: &Value, ts: Timestamps) -> Json {
         Value::Map(m) => {
             let mut keys: Vec<_> = m.keys().collect();
             keys.sort();
-            Json::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), to_json(&m[k], ts)))
-                    .collect(),
-            )
+            Json::Object(keys.into_iter().map(|k| (k.clone(), to_json(&m[k], ts))).collect())
         }
         Value::Record(fields) => {
             let mut obj = Map::with_capacity(fields.len());
@@ -72,23 +68,14 @@ mod tests {
     #[test]
     fn timestamps_render_both_ways() {
         let v = Value::TimestampMillis(1_764_416_425_123);
-        assert_eq!(
-            to_json(&v, Timestamps::EpochMillis),
-            Json::from(1_764_416_425_123_i64)
-        );
-        assert_eq!(
-            to_json(&v, Timestamps::Rfc3339),
-            Json::from("2025-11-29T11:40:25.123Z")
-        );
+        assert_eq!(to_json(&v, Timestamps::EpochMillis), Json::from(1_764_416_425_123_i64));
+        assert_eq!(to_json(&v, Timestamps::Rfc3339), Json::from("2025-11-29T11:40:25.123Z"));
     }
 
     #[test]
     fn unions_enums_and_records_flatten() {
         let v = Value::Record(vec![
-            (
-                "a".into(),
-                Value::Union(1, Box::new(Value::Enum(2, "FAILED".into()))),
-            ),
+            ("a".into(), Value::Union(1, Box::new(Value::Enum(2, "FAILED".into())))),
             ("b".into(), Value::Union(0, Box::new(Value::Null))),
             ("c".into(), Value::Bytes(vec![0xC3, 0x01])),
         ]);

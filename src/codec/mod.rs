@@ -41,9 +41,7 @@ pub struct Codec {
 
 impl fmt::Debug for Codec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Codec")
-            .field("registry", &self.registry)
-            .finish_non_exhaustive()
+        f.debug_struct("Codec").field("registry", &self.registry).finish_non_exhaustive()
     }
 }
 
@@ -62,11 +60,7 @@ impl Codec {
     /// A codec over the embedded schemas; with a registry it writes Confluent framing,
     /// without one single-object encoding.
     pub fn new(registry: Option<RegistryClient>) -> Result<Self, CodecError> {
-        Ok(Self {
-            schemas: SchemaSet::embedded()?,
-            registry,
-            by_id: RwLock::default(),
-        })
+        Ok(Self { schemas: SchemaSet::embedded()?, registry, by_id: RwLock::default() })
     }
 
     /// The schemas this codec knows.
@@ -76,23 +70,13 @@ impl Codec {
 
     /// A writer of `full_name` records for the values of `topic`. With a registry this
     /// registers the schema under the topic's value subject (TopicNameStrategy) once.
-    pub async fn value_writer(
-        &self,
-        topic: &str,
-        full_name: &str,
-    ) -> Result<RecordWriter, CodecError> {
-        self.writer(&RegistryClient::value_subject(topic), full_name)
-            .await
+    pub async fn value_writer(&self, topic: &str, full_name: &str) -> Result<RecordWriter, CodecError> {
+        self.writer(&RegistryClient::value_subject(topic), full_name).await
     }
 
     /// A writer of `full_name` records for the keys of `topic`.
-    pub async fn key_writer(
-        &self,
-        topic: &str,
-        full_name: &str,
-    ) -> Result<RecordWriter, CodecError> {
-        self.writer(&RegistryClient::key_subject(topic), full_name)
-            .await
+    pub async fn key_writer(&self, topic: &str, full_name: &str) -> Result<RecordWriter, CodecError> {
+        self.writer(&RegistryClient::key_subject(topic), full_name).await
     }
 
     async fn writer(&self, subject: &str, full_name: &str) -> Result<RecordWriter, CodecError> {
@@ -102,9 +86,7 @@ impl Codec {
                 let schema_id = registry.register(subject, &known.text).await?;
                 Framing::Confluent { schema_id }
             }
-            None => Framing::SingleObject {
-                fingerprint: known.fingerprint,
-            },
+            None => Framing::SingleObject { fingerprint: known.fingerprint },
         };
         RecordWriter::new(known, framing)
     }
@@ -113,22 +95,10 @@ impl Codec {
     pub async fn decode(&self, bytes: &[u8]) -> Result<Decoded, CodecError> {
         let (framing, datum) = Framing::parse(bytes)?;
         let writer = self.writer_schema(framing).await?;
-        let reader = self
-            .schemas
-            .current(&writer.full_name)
-            .ok()
-            .filter(|r| r.fingerprint != writer.fingerprint);
-        let value = read_datum(
-            &writer.full_name,
-            &writer.schema,
-            reader.map(|r| &r.schema),
-            datum,
-        )?;
-        Ok(Decoded {
-            framing,
-            schema_name: writer.full_name.clone(),
-            value,
-        })
+        let reader =
+            self.schemas.current(&writer.full_name).ok().filter(|r| r.fingerprint != writer.fingerprint);
+        let value = read_datum(&writer.full_name, &writer.schema, reader.map(|r| &r.schema), datum)?;
+        Ok(Decoded { framing, schema_name: writer.full_name.clone(), value })
     }
 
     /// Decodes a record value into a Rust type shaped like the current schema.
@@ -143,21 +113,14 @@ impl Codec {
         match self.schemas.current(name) {
             Ok(reader) if reader.fingerprint != writer.fingerprint => {
                 let value = read_datum(name, &writer.schema, Some(&reader.schema), datum)?;
-                apache_avro::from_value::<T>(&value).map_err(|e| CodecError::Convert {
-                    schema: name.clone(),
-                    source: Box::new(e),
-                })
+                apache_avro::from_value::<T>(&value)
+                    .map_err(|e| CodecError::Convert { schema: name.clone(), source: Box::new(e) })
             }
             _ => match SchemaSet::embedded_reader(writer.fingerprint) {
                 Some(prepared) => read_typed(name, prepared, datum),
                 None => {
-                    let err = |e| CodecError::Datum {
-                        schema: name.clone(),
-                        source: Box::new(e),
-                    };
-                    let prepared = GenericDatumReader::builder(&writer.schema)
-                        .build()
-                        .map_err(err)?;
+                    let err = |e| CodecError::Datum { schema: name.clone(), source: Box::new(e) };
+                    let prepared = GenericDatumReader::builder(&writer.schema).build().map_err(err)?;
                     read_typed(name, &prepared, datum)
                 }
             },
@@ -175,25 +138,15 @@ impl Codec {
                 if let Some(known) = self.by_id.read().expect("lock poisoned").get(&id) {
                     return Ok(Arc::clone(known));
                 }
-                let registry = self
-                    .registry
-                    .as_ref()
-                    .ok_or(CodecError::NoRegistry { id })?;
-                let text = registry
-                    .schema_by_id(id)
-                    .await?
-                    .ok_or(CodecError::UnknownSchemaId { id })?;
-                let parsed =
-                    KnownSchema::parse("registry", None, &text, &format!("registry id {id}"))?;
+                let registry = self.registry.as_ref().ok_or(CodecError::NoRegistry { id })?;
+                let text = registry.schema_by_id(id).await?.ok_or(CodecError::UnknownSchemaId { id })?;
+                let parsed = KnownSchema::parse("registry", None, &text, &format!("registry id {id}"))?;
                 // Prefer the embedded copy: same schema, and it is already shared.
                 let known = match self.schemas.by_fingerprint(parsed.fingerprint) {
                     Some(k) => Arc::clone(k),
                     None => Arc::new(parsed),
                 };
-                self.by_id
-                    .write()
-                    .expect("lock poisoned")
-                    .insert(id, Arc::clone(&known));
+                self.by_id.write().expect("lock poisoned").insert(id, Arc::clone(&known));
                 Ok(known)
             }
         }
@@ -208,31 +161,20 @@ pub fn read_datum(
     reader: Option<&Schema>,
     datum: &[u8],
 ) -> Result<Value, CodecError> {
-    let err = |e| CodecError::Datum {
-        schema: name.to_owned(),
-        source: Box::new(e),
-    };
-    let mut input = EofGuard {
-        rest: datum,
-        hit_eof: false,
-    };
+    let err = |e| CodecError::Datum { schema: name.to_owned(), source: Box::new(e) };
+    let mut input = EofGuard { rest: datum, hit_eof: false };
     let value = GenericDatumReader::builder(writer)
         .maybe_reader_schema(reader)
         .build()
         .map_err(err)?
-        .read_value(&mut input)
-        .map_err(err)?;
+        .read_value(&mut input);
+    // Running out of input is the cause, whatever apache-avro made of it.
     if input.hit_eof {
-        return Err(CodecError::TruncatedDatum {
-            schema: name.to_owned(),
-            len: datum.len(),
-        });
+        return Err(CodecError::TruncatedDatum { schema: name.to_owned(), len: datum.len() });
     }
+    let value = value.map_err(err)?;
     if !input.rest.is_empty() {
-        return Err(CodecError::TrailingBytes {
-            schema: name.to_owned(),
-            trailing: input.rest.len(),
-        });
+        return Err(CodecError::TrailingBytes { schema: name.to_owned(), trailing: input.rest.len() });
     }
     Ok(value)
 }
@@ -245,26 +187,14 @@ fn read_typed<T: DeserializeOwned>(
     prepared: &GenericDatumReader<'_>,
     datum: &[u8],
 ) -> Result<T, CodecError> {
-    let mut input = EofGuard {
-        rest: datum,
-        hit_eof: false,
-    };
+    let mut input = EofGuard { rest: datum, hit_eof: false };
     let value = prepared.read_deser::<T>(&mut input);
     if input.hit_eof {
-        return Err(CodecError::TruncatedDatum {
-            schema: name.to_owned(),
-            len: datum.len(),
-        });
+        return Err(CodecError::TruncatedDatum { schema: name.to_owned(), len: datum.len() });
     }
-    let value = value.map_err(|e| CodecError::Convert {
-        schema: name.to_owned(),
-        source: Box::new(e),
-    })?;
+    let value = value.map_err(|e| CodecError::Convert { schema: name.to_owned(), source: Box::new(e) })?;
     if !input.rest.is_empty() {
-        return Err(CodecError::TrailingBytes {
-            schema: name.to_owned(),
-            trailing: input.rest.len(),
-        });
+        return Err(CodecError::TrailingBytes { schema: name.to_owned(), trailing: input.rest.len() });
     }
     Ok(value)
 }
@@ -311,16 +241,8 @@ impl RecordWriter {
     pub fn new(known: &'static Arc<KnownSchema>, framing: Framing) -> Result<Self, CodecError> {
         let writer = GenericDatumWriter::builder(&known.schema)
             .build()
-            .map_err(|e| CodecError::Encode {
-                schema: known.full_name.clone(),
-                source: Box::new(e),
-            })?;
-        Ok(Self {
-            known: Arc::clone(known),
-            framing,
-            header: framing.header(),
-            writer,
-        })
+            .map_err(|e| CodecError::Encode { schema: known.full_name.clone(), source: Box::new(e) })?;
+        Ok(Self { known: Arc::clone(known), framing, header: framing.header(), writer })
     }
 
     /// The framing this writer puts in front of each datum.
@@ -338,9 +260,7 @@ impl RecordWriter {
     pub fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, CodecError> {
         let mut out = Vec::with_capacity(self.header.len() + 128);
         out.extend_from_slice(&self.header);
-        self.writer
-            .write_ser(&mut out, value)
-            .map_err(|e| self.encode_error(e))?;
+        self.writer.write_ser(&mut out, value).map_err(|e| self.encode_error(e))?;
         Ok(out)
     }
 
@@ -348,16 +268,11 @@ impl RecordWriter {
     pub fn encode_value(&self, value: &Value) -> Result<Vec<u8>, CodecError> {
         let mut out = Vec::with_capacity(self.header.len() + 128);
         out.extend_from_slice(&self.header);
-        self.writer
-            .write_value_ref(&mut out, value)
-            .map_err(|e| self.encode_error(e))?;
+        self.writer.write_value_ref(&mut out, value).map_err(|e| self.encode_error(e))?;
         Ok(out)
     }
 
     fn encode_error(&self, e: apache_avro::Error) -> CodecError {
-        CodecError::Encode {
-            schema: self.known.full_name.clone(),
-            source: Box::new(e),
-        }
+        CodecError::Encode { schema: self.known.full_name.clone(), source: Box::new(e) }
     }
 }

@@ -97,9 +97,7 @@ pub struct RegistryClient {
 
 impl fmt::Debug for RegistryClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RegistryClient")
-            .field("base", &redacted(&self.base))
-            .finish()
+        f.debug_struct("RegistryClient").field("base", &redacted(&self.base)).finish()
     }
 }
 
@@ -124,9 +122,7 @@ impl RegistryClient {
     /// A client for the registry at `url` (e.g. `http://127.0.0.1:8081` or
     /// `http://host/apis/ccompat/v7`); credentials in the URL are sent as basic auth.
     pub fn new(url: &str, timeout: Duration) -> Result<Self, RegistryError> {
-        let mut base = Url::parse(url).map_err(|e| RegistryError::InvalidUrl {
-            reason: e.to_string(),
-        })?;
+        let mut base = Url::parse(url).map_err(|e| RegistryError::InvalidUrl { reason: e.to_string() })?;
         if !matches!(base.scheme(), "http" | "https") {
             return Err(RegistryError::InvalidUrl {
                 reason: format!("scheme {:?} is not http or https", base.scheme()),
@@ -139,10 +135,7 @@ impl RegistryClient {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .build()
-            .map_err(|e| RegistryError::Unreachable {
-                url: redacted(&base),
-                source: e,
-            })?;
+            .map_err(|e| RegistryError::Unreachable { url: redacted(&base), source: e })?;
         Ok(Self { base, http })
     }
 
@@ -168,10 +161,9 @@ impl RegistryClient {
         let resp = self.send(req.json(&SchemaBody { schema })).await?;
         match resp.status() {
             s if s.is_success() => Ok(self.json::<IdBody>(resp, op).await?.id),
-            StatusCode::CONFLICT => Err(RegistryError::Incompatible {
-                subject: subject.to_owned(),
-                body: body_text(resp).await,
-            }),
+            StatusCode::CONFLICT => {
+                Err(RegistryError::Incompatible { subject: subject.to_owned(), body: body_text(resp).await })
+            }
             _ => Err(self.status_error(resp, op).await),
         }
     }
@@ -189,39 +181,22 @@ impl RegistryClient {
     }
 
     /// Sets the compatibility level the registry enforces for a subject.
-    pub async fn set_compatibility(
-        &self,
-        subject: &str,
-        level: Compatibility,
-    ) -> Result<(), RegistryError> {
+    pub async fn set_compatibility(&self, subject: &str, level: Compatibility) -> Result<(), RegistryError> {
         #[derive(Serialize)]
         struct Body {
             compatibility: Compatibility,
         }
         let op = "set compatibility";
         let req = self.request(reqwest::Method::PUT, &["config", subject]);
-        let resp = self
-            .send(req.json(&Body {
-                compatibility: level,
-            }))
-            .await?;
-        if resp.status().is_success() {
-            Ok(())
-        } else {
-            Err(self.status_error(resp, op).await)
-        }
+        let resp = self.send(req.json(&Body { compatibility: level })).await?;
+        if resp.status().is_success() { Ok(()) } else { Err(self.status_error(resp, op).await) }
     }
 
     /// Asks whether `schema` is compatible with the subject's versions under its level.
     pub async fn is_compatible(&self, subject: &str, schema: &str) -> Result<bool, RegistryError> {
         let op = "check compatibility";
         let path = ["compatibility", "subjects", subject, "versions", "latest"];
-        let resp = self
-            .send(
-                self.request(reqwest::Method::POST, &path)
-                    .json(&SchemaBody { schema }),
-            )
-            .await?;
+        let resp = self.send(self.request(reqwest::Method::POST, &path).json(&SchemaBody { schema })).await?;
         if resp.status().is_success() {
             Ok(self.json::<IsCompatible>(resp, op).await?.is_compatible)
         } else {
@@ -233,14 +208,8 @@ impl RegistryClient {
         let mut url = self.base.clone();
         url.set_username("").ok();
         url.set_password(None).ok();
-        url.path_segments_mut()
-            .expect("http URL has a path")
-            .pop_if_empty()
-            .extend(segments);
-        let mut req = self
-            .http
-            .request(method, url)
-            .header(reqwest::header::ACCEPT, CONTENT_TYPE);
+        url.path_segments_mut().expect("http URL has a path").pop_if_empty().extend(segments);
+        let mut req = self.http.request(method, url).header(reqwest::header::ACCEPT, CONTENT_TYPE);
         if !self.base.username().is_empty() {
             req = req.basic_auth(self.base.username(), self.base.password());
         }
@@ -251,10 +220,7 @@ impl RegistryClient {
         req.header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
             .send()
             .await
-            .map_err(|e| RegistryError::Unreachable {
-                url: self.url(),
-                source: e.without_url(),
-            })
+            .map_err(|e| RegistryError::Unreachable { url: self.url(), source: e.without_url() })
     }
 
     async fn json<T: serde::de::DeserializeOwned>(
@@ -262,37 +228,23 @@ impl RegistryClient {
         resp: reqwest::Response,
         operation: &'static str,
     ) -> Result<T, RegistryError> {
-        resp.json::<T>()
-            .await
-            .map_err(|e| RegistryError::BadResponse {
-                url: self.url(),
-                operation,
-                source: e.without_url(),
-            })
-    }
-
-    async fn status_error(
-        &self,
-        resp: reqwest::Response,
-        operation: &'static str,
-    ) -> RegistryError {
-        let status = resp.status();
-        RegistryError::Status {
+        resp.json::<T>().await.map_err(|e| RegistryError::BadResponse {
             url: self.url(),
             operation,
-            status,
-            body: body_text(resp).await,
-        }
+            source: e.without_url(),
+        })
+    }
+
+    async fn status_error(&self, resp: reqwest::Response, operation: &'static str) -> RegistryError {
+        let status = resp.status();
+        RegistryError::Status { url: self.url(), operation, status, body: body_text(resp).await }
     }
 }
 
 async fn body_text(resp: reqwest::Response) -> String {
     let mut body = resp.text().await.unwrap_or_default();
     if body.len() > 500 {
-        let cut = (0..=500)
-            .rev()
-            .find(|i| body.is_char_boundary(*i))
-            .unwrap_or(0);
+        let cut = (0..=500).rev().find(|i| body.is_char_boundary(*i)).unwrap_or(0);
         body.truncate(cut);
         body.push('…');
     }
@@ -323,10 +275,7 @@ mod tests {
         let shown = format!("{c:?} {}", c.url());
         assert!(!shown.contains("s3cr3t"), "{shown}");
         assert!(!shown.contains("svc"), "{shown}");
-        assert!(
-            shown.contains("registry.example/apis/ccompat/v7/"),
-            "{shown}"
-        );
+        assert!(shown.contains("registry.example/apis/ccompat/v7/"), "{shown}");
     }
 
     #[test]

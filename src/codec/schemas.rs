@@ -36,28 +36,17 @@ pub struct KnownSchema {
 
 impl KnownSchema {
     /// Parses a schema text; `origin` names it in errors.
-    pub fn parse(
-        stem: &str,
-        revision: Option<u32>,
-        text: &str,
-        origin: &str,
-    ) -> Result<Self, CodecError> {
-        let schema = Schema::parse_str(text).map_err(|e| CodecError::Schema {
-            origin: origin.to_owned(),
-            source: Box::new(e),
-        })?;
+    pub fn parse(stem: &str, revision: Option<u32>, text: &str, origin: &str) -> Result<Self, CodecError> {
+        let schema = Schema::parse_str(text)
+            .map_err(|e| CodecError::Schema { origin: origin.to_owned(), source: Box::new(e) })?;
         let full_name = match &schema {
             Schema::Record(r) => r.name.fullname(None),
             _ => {
-                return Err(CodecError::NotARecord {
-                    origin: origin.to_owned(),
-                });
+                return Err(CodecError::NotARecord { origin: origin.to_owned() });
             }
         };
-        let canonical = parsing_canonical_form(text).map_err(|e| CodecError::Canonical {
-            origin: origin.to_owned(),
-            reason: e.to_string(),
-        })?;
+        let canonical = parsing_canonical_form(text)
+            .map_err(|e| CodecError::Canonical { origin: origin.to_owned(), reason: e.to_string() })?;
         Ok(Self {
             full_name,
             stem: stem.to_owned(),
@@ -84,9 +73,7 @@ impl SchemaSet {
         EMBEDDED
             .get_or_init(|| Self::parse_embedded().map_err(|e| e.to_string()))
             .as_ref()
-            .map_err(|reason| CodecError::Embedded {
-                reason: reason.clone(),
-            })
+            .map_err(|reason| CodecError::Embedded { reason: reason.clone() })
     }
 
     /// A prepared datum reader (no resolution) for an embedded schema, by fingerprint.
@@ -100,36 +87,26 @@ impl SchemaSet {
             };
             set.by_fingerprint
                 .iter()
-                .filter_map(|(fp, k)| {
-                    Some((*fp, GenericDatumReader::builder(&k.schema).build().ok()?))
-                })
+                .filter_map(|(fp, k)| Some((*fp, GenericDatumReader::builder(&k.schema).build().ok()?)))
                 .collect()
         });
         readers.get(&fingerprint)
     }
 
     fn parse_embedded() -> Result<Self, CodecError> {
-        let current = embedded::CURRENT.iter().map(|(stem, text)| {
-            KnownSchema::parse(stem, None, text, &format!("schemas/{stem}.avsc"))
-        });
+        let current = embedded::CURRENT
+            .iter()
+            .map(|(stem, text)| KnownSchema::parse(stem, None, text, &format!("schemas/{stem}.avsc")));
         let revisions = embedded::REVISIONS.iter().map(|(stem, rev, text)| {
-            KnownSchema::parse(
-                stem,
-                Some(*rev),
-                text,
-                &format!("schemas/revisions/{stem}/r{rev}.avsc"),
-            )
+            KnownSchema::parse(stem, Some(*rev), text, &format!("schemas/revisions/{stem}/r{rev}.avsc"))
         });
         Self::from_schemas(current.chain(revisions).collect::<Result<Vec<_>, _>>()?)
     }
 
     /// Builds a set from parsed schemas (current ones have `revision: None`).
     pub fn from_schemas(schemas: Vec<KnownSchema>) -> Result<Self, CodecError> {
-        let mut set = SchemaSet {
-            current: HashMap::new(),
-            by_fingerprint: HashMap::new(),
-            revisions: HashMap::new(),
-        };
+        let mut set =
+            SchemaSet { current: HashMap::new(), by_fingerprint: HashMap::new(), revisions: HashMap::new() };
         for s in schemas {
             let s = Arc::new(s);
             // A current file equal to its latest revision shares the fingerprint: keep the
@@ -152,11 +129,7 @@ impl SchemaSet {
 
     /// The current schema of a record, by full name.
     pub fn current(&self, full_name: &str) -> Result<&Arc<KnownSchema>, CodecError> {
-        self.current
-            .get(full_name)
-            .ok_or_else(|| CodecError::UnknownRecord {
-                name: full_name.to_owned(),
-            })
+        self.current.get(full_name).ok_or_else(|| CodecError::UnknownRecord { name: full_name.to_owned() })
     }
 
     /// The schema (current or revision) with this fingerprint.

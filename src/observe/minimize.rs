@@ -13,9 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::ObserveError;
 use super::model::{
-    ConditionStatus, ContainerObservation, ContainerTermination, CronJob, CronJobStatus, Job,
-    JobCondition, JobSpec, JobStatus, Lease, ObjectMeta, OwnerReference, Pod, PodIdentity,
-    PodPhase, Session, SessionState,
+    ConditionStatus, ContainerObservation, ContainerTermination, CronJob, CronJobStatus, Job, JobCondition,
+    JobSpec, JobStatus, Lease, ObjectMeta, OwnerReference, Pod, PodIdentity, PodPhase, Session, SessionState,
 };
 use crate::trace::{self, SessionRecord};
 
@@ -61,8 +60,7 @@ pub fn pod(pod: &core::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
             status.and_then(|s| s.container_statuses.as_deref()),
         ),
         init_containers: containers(
-            spec.and_then(|s| s.init_containers.as_deref())
-                .unwrap_or_default(),
+            spec.and_then(|s| s.init_containers.as_deref()).unwrap_or_default(),
             status.and_then(|s| s.init_container_statuses.as_deref()),
         ),
         meta,
@@ -76,18 +74,15 @@ pub fn job(job: &batch::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> 
     let meta = object_meta("Job", &job.metadata, cfg)?;
     let owner_cronjob = controller("Job", &meta, job.metadata.owner_references.as_deref())?
         .filter(|owner| owner.kind == "CronJob");
-    let spec = job
-        .spec
-        .as_ref()
-        .map_or_else(JobSpec::default, |s| JobSpec {
-            parallelism: s.parallelism,
-            completions: s.completions,
-            backoff_limit: s.backoff_limit,
-            ttl_seconds_after_finished: s.ttl_seconds_after_finished,
-            suspend: s.suspend,
-            completion_mode: s.completion_mode.clone(),
-            active_deadline_seconds: s.active_deadline_seconds,
-        });
+    let spec = job.spec.as_ref().map_or_else(JobSpec::default, |s| JobSpec {
+        parallelism: s.parallelism,
+        completions: s.completions,
+        backoff_limit: s.backoff_limit,
+        ttl_seconds_after_finished: s.ttl_seconds_after_finished,
+        suspend: s.suspend,
+        completion_mode: s.completion_mode.clone(),
+        active_deadline_seconds: s.active_deadline_seconds,
+    });
     let status = job.status.as_ref();
     let uncounted = status.and_then(|s| s.uncounted_terminated_pods.as_ref());
     let count = |list: Option<&Vec<String>>| list.map_or(0, |l| saturating_i32(l.len()));
@@ -112,12 +107,7 @@ pub fn job(job: &batch::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> 
             })
             .collect(),
     };
-    Ok(Job {
-        meta,
-        owner_cronjob,
-        spec,
-        status,
-    })
+    Ok(Job { meta, owner_cronjob, spec, status })
 }
 
 /// Minimizes a CronJob: identity, schedule, time zone and the status processors need.
@@ -138,15 +128,9 @@ pub fn cronjob(cronjob: &batch::CronJob, cfg: &MinimizeConfig) -> Result<CronJob
         starting_deadline_seconds: spec.starting_deadline_seconds,
         concurrency_policy: spec.concurrency_policy.clone(),
         status: CronJobStatus {
-            last_schedule_time: status
-                .and_then(|s| s.last_schedule_time.as_ref())
-                .map(time_ms),
-            last_successful_time: status
-                .and_then(|s| s.last_successful_time.as_ref())
-                .map(time_ms),
-            active_count: status
-                .and_then(|s| s.active.as_ref())
-                .map_or(0, |a| saturating_i32(a.len())),
+            last_schedule_time: status.and_then(|s| s.last_schedule_time.as_ref()).map(time_ms),
+            last_successful_time: status.and_then(|s| s.last_successful_time.as_ref()).map(time_ms),
+            active_count: status.and_then(|s| s.active.as_ref()).map_or(0, |a| saturating_i32(a.len())),
         },
         meta,
     })
@@ -160,12 +144,8 @@ pub fn lease(lease: &coordination::Lease, cfg: &MinimizeConfig) -> Result<Lease,
         meta,
         holder_identity: spec.and_then(|s| s.holder_identity.clone()),
         lease_duration_seconds: spec.and_then(|s| s.lease_duration_seconds),
-        acquire_time: spec
-            .and_then(|s| s.acquire_time.as_ref())
-            .map(|t| t.0.as_millisecond()),
-        renew_time: spec
-            .and_then(|s| s.renew_time.as_ref())
-            .map(|t| t.0.as_millisecond()),
+        acquire_time: spec.and_then(|s| s.acquire_time.as_ref()).map(|t| t.0.as_millisecond()),
+        renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0.as_millisecond()),
         lease_transitions: spec.and_then(|s| s.lease_transitions),
     })
 }
@@ -175,11 +155,7 @@ pub fn lease(lease: &coordination::Lease, cfg: &MinimizeConfig) -> Result<Lease,
 pub fn session(record: &SessionRecord, observed_at_ms: i64) -> Result<Session, ObserveError> {
     let object = format!("session {:?}", record.session_id);
     if record.session_id.is_empty() {
-        return Err(ObserveError::MissingIdentity {
-            kind: "Session",
-            object,
-            field: "session_id",
-        });
+        return Err(ObserveError::MissingIdentity { kind: "Session", object, field: "session_id" });
     }
     let uid = match record.pod.uid.as_deref() {
         Some(uid) => Some(checked_uid("Session", &object, "pod.uid", uid)?),
@@ -188,11 +164,7 @@ pub fn session(record: &SessionRecord, observed_at_ms: i64) -> Result<Session, O
     Ok(Session {
         session_id: record.session_id.clone(),
         state: session_state(record.state),
-        pod: PodIdentity {
-            namespace: record.pod.namespace.clone(),
-            name: record.pod.name.clone(),
-            uid,
-        },
+        pod: PodIdentity { namespace: record.pod.namespace.clone(), name: record.pod.name.clone(), uid },
         owner: record.owner.clone(),
         updated_at: record.updated_at_ms.unwrap_or(observed_at_ms),
     })
@@ -239,18 +211,9 @@ fn object_meta(
     m: &meta::ObjectMeta,
     cfg: &MinimizeConfig,
 ) -> Result<ObjectMeta, ObserveError> {
-    let object = format!(
-        "{}/{}",
-        m.namespace.as_deref().unwrap_or("?"),
-        m.name.as_deref().unwrap_or("?")
-    );
-    let missing = |field| ObserveError::MissingIdentity {
-        kind,
-        object: object.clone(),
-        field,
-    };
-    let namespace =
-        non_empty(m.namespace.as_deref()).ok_or_else(|| missing("metadata.namespace"))?;
+    let object = format!("{}/{}", m.namespace.as_deref().unwrap_or("?"), m.name.as_deref().unwrap_or("?"));
+    let missing = |field| ObserveError::MissingIdentity { kind, object: object.clone(), field };
+    let namespace = non_empty(m.namespace.as_deref()).ok_or_else(|| missing("metadata.namespace"))?;
     let name = non_empty(m.name.as_deref()).ok_or_else(|| missing("metadata.name"))?;
     let uid = non_empty(m.uid.as_deref()).ok_or_else(|| missing("metadata.uid"))?;
     let session_label = std::iter::once(&cfg.session_label);
@@ -261,10 +224,7 @@ fn object_meta(
         resource_version: m.resource_version.clone(),
         creation_timestamp: m.creation_timestamp.as_ref().map(time_ms),
         deletion_timestamp: m.deletion_timestamp.as_ref().map(time_ms),
-        labels: pick(
-            m.labels.as_ref(),
-            cfg.label_keys.iter().chain(session_label),
-        ),
+        labels: pick(m.labels.as_ref(), cfg.label_keys.iter().chain(session_label)),
         annotations: pick(m.annotations.as_ref(), cfg.annotation_keys.iter()),
     })
 }
@@ -277,9 +237,7 @@ fn pick<'k>(
     let Some(map) = map else {
         return BTreeMap::new();
     };
-    keys.filter_map(|k| map.get_key_value(k))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+    keys.filter_map(|k| map.get_key_value(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 /// The owner reference with `controller: true`, if any.
@@ -288,24 +246,11 @@ fn controller(
     owned: &ObjectMeta,
     refs: Option<&[meta::OwnerReference]>,
 ) -> Result<Option<OwnerReference>, ObserveError> {
-    let Some(r) = refs
-        .unwrap_or_default()
-        .iter()
-        .find(|r| r.controller == Some(true))
-    else {
+    let Some(r) = refs.unwrap_or_default().iter().find(|r| r.controller == Some(true)) else {
         return Ok(None);
     };
-    let uid = checked_uid(
-        kind,
-        &display(owned),
-        "metadata.ownerReferences[].uid",
-        &r.uid,
-    )?;
-    Ok(Some(OwnerReference {
-        kind: r.kind.clone(),
-        name: r.name.clone(),
-        uid,
-    }))
+    let uid = checked_uid(kind, &display(owned), "metadata.ownerReferences[].uid", &r.uid)?;
+    Ok(Some(OwnerReference { kind: r.kind.clone(), name: r.name.clone(), uid }))
 }
 
 fn containers(
@@ -314,13 +259,9 @@ fn containers(
 ) -> Vec<ContainerObservation> {
     spec.iter()
         .map(|c| {
-            let status = statuses
-                .unwrap_or_default()
-                .iter()
-                .find(|s| s.name == c.name);
+            let status = statuses.unwrap_or_default().iter().find(|s| s.name == c.name);
             let requests = c.resources.as_ref().and_then(|r| r.requests.as_ref());
-            let request =
-                |resource: &str| requests.and_then(|r| r.get(resource)).map(|q| q.0.clone());
+            let request = |resource: &str| requests.and_then(|r| r.get(resource)).map(|q| q.0.clone());
             ContainerObservation {
                 name: c.name.clone(),
                 requests_cpu: request("cpu"),
@@ -362,12 +303,7 @@ fn checked_uid(
     if canonical {
         Ok(uid.to_owned())
     } else {
-        Err(ObserveError::InvalidUid {
-            kind,
-            object: object.to_owned(),
-            field,
-            value: uid.to_owned(),
-        })
+        Err(ObserveError::InvalidUid { kind, object: object.to_owned(), field, value: uid.to_owned() })
     }
 }
 

@@ -55,13 +55,7 @@ pub enum InputTopic {
 
 impl InputTopic {
     /// Every input topic: HEARTBEATs go to all of them.
-    pub const ALL: [InputTopic; 5] = [
-        Self::Pods,
-        Self::Jobs,
-        Self::CronJobs,
-        Self::Leases,
-        Self::Sessions,
-    ];
+    pub const ALL: [InputTopic; 5] = [Self::Pods, Self::Jobs, Self::CronJobs, Self::Leases, Self::Sessions];
 
     /// The topics whose objects the watcher lists: snapshot markers go to these only.
     /// `sessions.v1` is never relisted (its producer keeps a constant epoch), so a
@@ -120,43 +114,17 @@ pub enum ObservationRecord {
 
 impl ObservationRecord {
     /// A marker or heartbeat (no object) for `topic`.
-    pub fn marker(
-        topic: InputTopic,
-        source: Source,
-        observed_at: i64,
-        event: ObservationEvent,
-    ) -> Self {
+    pub fn marker(topic: InputTopic, source: Source, observed_at: i64, event: ObservationEvent) -> Self {
         match topic {
-            InputTopic::Pods => Self::Pod(PodObservation {
-                source,
-                observed_at,
-                event,
-                pod: None,
-            }),
-            InputTopic::Jobs => Self::Job(JobObservation {
-                source,
-                observed_at,
-                event,
-                job: None,
-            }),
-            InputTopic::CronJobs => Self::CronJob(CronJobObservation {
-                source,
-                observed_at,
-                event,
-                cronjob: None,
-            }),
-            InputTopic::Leases => Self::Lease(LeaseObservation {
-                source,
-                observed_at,
-                event,
-                lease: None,
-            }),
-            InputTopic::Sessions => Self::Session(SessionObservation {
-                source,
-                observed_at,
-                event,
-                session: None,
-            }),
+            InputTopic::Pods => Self::Pod(PodObservation { source, observed_at, event, pod: None }),
+            InputTopic::Jobs => Self::Job(JobObservation { source, observed_at, event, job: None }),
+            InputTopic::CronJobs => {
+                Self::CronJob(CronJobObservation { source, observed_at, event, cronjob: None })
+            }
+            InputTopic::Leases => Self::Lease(LeaseObservation { source, observed_at, event, lease: None }),
+            InputTopic::Sessions => {
+                Self::Session(SessionObservation { source, observed_at, event, session: None })
+            }
         }
     }
 
@@ -256,12 +224,7 @@ pub struct Observation {
 pub fn pod_routing_key<'a>(pod: &'a Pod, session_label: &str) -> &'a str {
     match &pod.controller {
         Some(owner) if owner.kind == "Job" => &owner.uid,
-        _ => pod
-            .meta
-            .labels
-            .get(session_label)
-            .filter(|v| !v.is_empty())
-            .unwrap_or(&pod.meta.uid),
+        _ => pod.meta.labels.get(session_label).filter(|v| !v.is_empty()).unwrap_or(&pod.meta.uid),
     }
 }
 
@@ -280,17 +243,11 @@ pub fn observe(
         TraceEvent::Deleted(object) => (object, E::Deleted),
         TraceEvent::Heartbeat => return Ok(markers(&InputTopic::ALL, source, at, E::Heartbeat)),
         &TraceEvent::SnapshotBegin { epoch } => {
-            let source = Source {
-                epoch,
-                ..source.clone()
-            };
+            let source = Source { epoch, ..source.clone() };
             return Ok(markers(&InputTopic::WATCHED, &source, at, E::SnapshotBegin));
         }
         &TraceEvent::SnapshotEnd { epoch } => {
-            let source = Source {
-                epoch,
-                ..source.clone()
-            };
+            let source = Source { epoch, ..source.clone() };
             return Ok(markers(&InputTopic::WATCHED, &source, at, E::SnapshotEnd));
         }
         TraceEvent::Session(record) => {
@@ -311,52 +268,26 @@ pub fn observe(
             let pod = minimize::pod(pod, cfg)?;
             let key = pod_routing_key(&pod, &cfg.session_label).to_owned();
             let pod = Some(pod);
-            keyed(
-                key,
-                ObservationRecord::Pod(PodObservation {
-                    source,
-                    observed_at,
-                    event,
-                    pod,
-                }),
-            )
+            keyed(key, ObservationRecord::Pod(PodObservation { source, observed_at, event, pod }))
         }
         KubeObject::Job(job) => {
             let job = minimize::job(job, cfg)?;
             let key = job.meta.uid.clone();
             let job = Some(job);
-            keyed(
-                key,
-                ObservationRecord::Job(JobObservation {
-                    source,
-                    observed_at,
-                    event,
-                    job,
-                }),
-            )
+            keyed(key, ObservationRecord::Job(JobObservation { source, observed_at, event, job }))
         }
         KubeObject::CronJob(cronjob) => {
             let cronjob = minimize::cronjob(cronjob, cfg)?;
             let key = cronjob.meta.uid.clone();
             let cronjob = Some(cronjob);
-            let record = CronJobObservation {
-                source,
-                observed_at,
-                event,
-                cronjob,
-            };
+            let record = CronJobObservation { source, observed_at, event, cronjob };
             keyed(key, ObservationRecord::CronJob(record))
         }
         KubeObject::Lease(lease) => {
             let lease = minimize::lease(lease, cfg)?;
             let key = format!("{}/{}", lease.meta.namespace, lease.meta.name);
             let lease = Some(lease);
-            let record = LeaseObservation {
-                source,
-                observed_at,
-                event,
-                lease,
-            };
+            let record = LeaseObservation { source, observed_at, event, lease };
             keyed(key, ObservationRecord::Lease(record))
         }
         KubeObject::Namespace(_) => return Ok(Vec::new()),
@@ -365,20 +296,11 @@ pub fn observe(
 }
 
 fn keyed(key: String, record: ObservationRecord) -> Observation {
-    Observation {
-        topic: record.topic(),
-        key: Some(key),
-        record,
-    }
+    Observation { topic: record.topic(), key: Some(key), record }
 }
 
 /// One marker per topic, keyless: the publisher writes each to every partition.
-fn markers(
-    topics: &[InputTopic],
-    source: &Source,
-    at: i64,
-    event: ObservationEvent,
-) -> Vec<Observation> {
+fn markers(topics: &[InputTopic], source: &Source, at: i64, event: ObservationEvent) -> Vec<Observation> {
     let marker = |&topic| Observation {
         topic,
         key: None,

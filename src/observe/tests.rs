@@ -22,17 +22,11 @@ fn time(s: &str) -> meta::Time {
 }
 
 fn ms(s: &str) -> i64 {
-    s.parse::<jiff::Timestamp>()
-        .expect("test timestamp")
-        .as_millisecond()
+    s.parse::<jiff::Timestamp>().expect("test timestamp").as_millisecond()
 }
 
 fn source() -> Source {
-    Source {
-        cluster: "prod-eu".into(),
-        instance: "watcher-0".into(),
-        epoch: 3,
-    }
+    Source { cluster: "prod-eu".into(), instance: "watcher-0".into(), epoch: 3 }
 }
 
 fn object_meta(name: &str, uid: &str) -> meta::ObjectMeta {
@@ -65,10 +59,7 @@ fn container(name: &str, cpu: Option<&str>, memory: Option<&str>) -> core::Conta
     core::Container {
         name: name.into(),
         image: Some("registry.example/etl:1".into()),
-        resources: Some(core::ResourceRequirements {
-            requests: Some(requests),
-            ..Default::default()
-        }),
+        resources: Some(core::ResourceRequirements { requests: Some(requests), ..Default::default() }),
         ..Default::default()
     }
 }
@@ -90,9 +81,7 @@ fn terminated(exit_code: i32, reason: &str, id: &str) -> core::ContainerState {
 
 fn running() -> core::ContainerState {
     core::ContainerState {
-        running: Some(core::ContainerStateRunning {
-            started_at: Some(time("2026-11-29T10:03:00Z")),
-        }),
+        running: Some(core::ContainerStateRunning { started_at: Some(time("2026-11-29T10:03:00Z")) }),
         ..Default::default()
     }
 }
@@ -130,18 +119,12 @@ fn pod(name: &str, uid: &str) -> core::Pod {
 }
 
 fn with_label(mut pod: core::Pod, key: &str, value: &str) -> core::Pod {
-    pod.metadata
-        .labels
-        .get_or_insert_default()
-        .insert(key.into(), value.into());
+    pod.metadata.labels.get_or_insert_default().insert(key.into(), value.into());
     pod
 }
 
 fn owned(mut pod: core::Pod, owner: meta::OwnerReference) -> core::Pod {
-    pod.metadata
-        .owner_references
-        .get_or_insert_default()
-        .push(owner);
+    pod.metadata.owner_references.get_or_insert_default().push(owner);
     pod
 }
 
@@ -149,10 +132,7 @@ fn owned(mut pod: core::Pod, owner: meta::OwnerReference) -> core::Pod {
 fn job(name: &str, uid: &str) -> batch::Job {
     batch::Job {
         metadata: object_meta(name, uid),
-        spec: Some(batch::JobSpec {
-            backoff_limit: Some(2),
-            ..Default::default()
-        }),
+        spec: Some(batch::JobSpec { backoff_limit: Some(2), ..Default::default() }),
         status: None,
     }
 }
@@ -194,12 +174,8 @@ fn lease() -> coordination::Lease {
         spec: Some(coordination::LeaseSpec {
             holder_identity: Some("cp-1_5d0c".into()),
             lease_duration_seconds: Some(15),
-            acquire_time: Some(meta::MicroTime(
-                "2026-11-29T08:00:00.123456Z".parse().unwrap(),
-            )),
-            renew_time: Some(meta::MicroTime(
-                "2026-11-29T10:00:10.999999Z".parse().unwrap(),
-            )),
+            acquire_time: Some(meta::MicroTime("2026-11-29T08:00:00.123456Z".parse().unwrap())),
+            renew_time: Some(meta::MicroTime("2026-11-29T10:00:10.999999Z".parse().unwrap())),
             lease_transitions: Some(4),
             ..Default::default()
         }),
@@ -210,21 +186,14 @@ fn session_record(id: &str) -> SessionRecord {
     SessionRecord {
         session_id: id.into(),
         state: crate::trace::SessionState::WaitingForInput,
-        pod: SessionPod {
-            namespace: "agents".into(),
-            name: format!("{id}-pod"),
-            uid: Some(uid(77)),
-        },
+        pod: SessionPod { namespace: "agents".into(), name: format!("{id}-pod"), uid: Some(uid(77)) },
         owner: "tenant-42".into(),
         updated_at_ms: None,
     }
 }
 
 fn entry(at: i64, event: TraceEvent) -> TraceEntry {
-    TraceEntry {
-        observed_at_ms: at,
-        event,
-    }
+    TraceEntry { observed_at_ms: at, event }
 }
 
 fn applied(object: KubeObject) -> TraceEntry {
@@ -256,11 +225,8 @@ fn leaks(record: &impl serde::Serialize) -> Vec<String> {
 
 /// A Pod carrying every kind of value the allowlist must drop.
 fn leaky_pod() -> core::Pod {
-    let secret_ref = |name: &str| core::SecretKeySelector {
-        name: name.into(),
-        key: "password".into(),
-        optional: None,
-    };
+    let secret_ref =
+        |name: &str| core::SecretKeySelector { name: name.into(), key: "password".into(), optional: None };
     let mut main = container("main", Some("1"), Some("1Gi"));
     main.image = Some("registry.example/SENTINEL-image:1".into());
     main.command = Some(vec!["/bin/SENTINEL-command".into()]);
@@ -287,11 +253,7 @@ fn leaky_pod() -> core::Pod {
     }]);
     let mut init = container("init-SENTINEL-none", None, None);
     init.name = "setup".into();
-    init.command = Some(vec![
-        "sh".into(),
-        "-c".into(),
-        "echo SENTINEL-init-command".into(),
-    ]);
+    init.command = Some(vec!["sh".into(), "-c".into(), "echo SENTINEL-init-command".into()]);
     let mut last = terminated(137, "OOMKilled", "aaa");
     last.terminated.as_mut().unwrap().message = Some("SENTINEL-last-state-message".into());
     let mut now = terminated(1, "Error", "bbb");
@@ -312,10 +274,7 @@ fn leaky_pod() -> core::Pod {
         ("kubefacts.io/session".into(), "s-1".into()),
     ]));
     p.metadata.annotations = Some(BTreeMap::from([
-        (
-            "kubectl.kubernetes.io/last-applied-configuration".into(),
-            "{\"SENTINEL-annotation\":1}".into(),
-        ),
+        ("kubectl.kubernetes.io/last-applied-configuration".into(), "{\"SENTINEL-annotation\":1}".into()),
         ("kubefacts.io/exclude".into(), "false".into()),
     ]));
     p.metadata.finalizers = Some(vec!["SENTINEL-finalizer".into()]);
@@ -352,10 +311,7 @@ fn leaky_pod() -> core::Pod {
 
 #[test]
 fn minimized_records_carry_nothing_outside_the_allowlist() {
-    let cfg = MinimizeConfig {
-        annotation_keys: vec!["kubefacts.io/exclude".into()],
-        ..Default::default()
-    };
+    let cfg = MinimizeConfig { annotation_keys: vec!["kubefacts.io/exclude".into()], ..Default::default() };
     let input = leaky_pod();
     // The fixture really carries every kind of secret the guard looks for.
     assert!(leaks(&input).len() >= 20, "{:?}", leaks(&input));
@@ -363,18 +319,9 @@ fn minimized_records_carry_nothing_outside_the_allowlist() {
     let pod = minimize::pod(&input, &cfg).unwrap();
     assert_eq!(leaks(&pod), Vec::<String>::new());
     // What is allowlisted does arrive.
-    assert_eq!(
-        pod.meta.labels,
-        BTreeMap::from([("kubefacts.io/session".into(), "s-1".into())])
-    );
-    assert_eq!(
-        pod.meta.annotations,
-        BTreeMap::from([("kubefacts.io/exclude".into(), "false".into())])
-    );
-    assert_eq!(
-        pod.containers[0].state.as_ref().unwrap().reason.as_deref(),
-        Some("Error")
-    );
+    assert_eq!(pod.meta.labels, BTreeMap::from([("kubefacts.io/session".into(), "s-1".into())]));
+    assert_eq!(pod.meta.annotations, BTreeMap::from([("kubefacts.io/exclude".into(), "false".into())]));
+    assert_eq!(pod.containers[0].state.as_ref().unwrap().reason.as_deref(), Some("Error"));
 
     // A Job's pod template and condition messages, and a CronJob's job template, too.
     let mut j = job("nightly-1", &uid(2));
@@ -382,28 +329,17 @@ fn minimized_records_carry_nothing_outside_the_allowlist() {
     j.status = Some(batch::JobStatus {
         conditions: Some(vec![batch::JobCondition {
             message: Some("SENTINEL-job-message".into()),
-            ..job_condition(
-                "Failed",
-                "True",
-                "BackoffLimitExceeded",
-                "2026-11-29T10:05:00Z",
-            )
+            ..job_condition("Failed", "True", "BackoffLimitExceeded", "2026-11-29T10:05:00Z")
         }]),
         ..Default::default()
     });
     assert!(!leaks(&j).is_empty());
-    assert_eq!(
-        leaks(&minimize::job(&j, &cfg).unwrap()),
-        Vec::<String>::new()
-    );
+    assert_eq!(leaks(&minimize::job(&j, &cfg).unwrap()), Vec::<String>::new());
 
     let mut c = cronjob("nightly", &uid(3));
     c.spec.as_mut().unwrap().job_template.spec = j.spec.clone();
     assert!(!leaks(&c).is_empty());
-    assert_eq!(
-        leaks(&minimize::cronjob(&c, &cfg).unwrap()),
-        Vec::<String>::new()
-    );
+    assert_eq!(leaks(&minimize::cronjob(&c, &cfg).unwrap()), Vec::<String>::new());
 }
 
 #[test]
@@ -426,54 +362,29 @@ fn pod_routing_keys_follow_design_section_2() {
     let job_uid = uid(100);
     let pod_uid = uid(101);
     let cfg = MinimizeConfig::default();
-    let key = |p: core::Pod| {
-        observe_one(&applied(KubeObject::Pod(Box::new(p))))
-            .key
-            .unwrap()
-    };
+    let key = |p: core::Pod| observe_one(&applied(KubeObject::Pod(Box::new(p)))).key.unwrap();
 
     let job_pod = owned(
         with_label(pod("nightly-1-x", &pod_uid), &cfg.session_label, "s-9"),
         controlled_by("Job", "nightly-1", &job_uid),
     );
-    assert_eq!(
-        key(job_pod),
-        job_uid,
-        "a Job-controlled pod routes by its Job, even with a session label"
-    );
+    assert_eq!(key(job_pod), job_uid, "a Job-controlled pod routes by its Job, even with a session label");
 
     let session_pod = with_label(pod("agent-s-1", &pod_uid), &cfg.session_label, "s-1");
     assert_eq!(key(session_pod), "s-1");
 
     let mut rs = controlled_by("ReplicaSet", "web-5d9", &uid(102));
     rs.api_version = "apps/v1".into();
-    let rs_session_pod = owned(
-        with_label(pod("agent-s-2", &pod_uid), &cfg.session_label, "s-2"),
-        rs,
-    );
-    assert_eq!(
-        key(rs_session_pod),
-        "s-2",
-        "only a Job controller takes precedence"
-    );
+    let rs_session_pod = owned(with_label(pod("agent-s-2", &pod_uid), &cfg.session_label, "s-2"), rs);
+    assert_eq!(key(rs_session_pod), "s-2", "only a Job controller takes precedence");
 
     assert_eq!(key(pod("bare", &pod_uid)), pod_uid);
-    assert_eq!(
-        key(with_label(
-            pod("empty-label", &pod_uid),
-            &cfg.session_label,
-            ""
-        )),
-        pod_uid
-    );
+    assert_eq!(key(with_label(pod("empty-label", &pod_uid), &cfg.session_label, "")), pod_uid);
 
     let mut not_controller = controlled_by("Job", "j", &job_uid);
     not_controller.controller = None;
     let p = minimized_pod(owned(pod("p", &pod_uid), not_controller));
-    assert_eq!(
-        p.controller, None,
-        "only the controller: true reference is shipped"
-    );
+    assert_eq!(p.controller, None, "only the controller: true reference is shipped");
     assert_eq!(pod_routing_key(&p, &cfg.session_label), pod_uid);
 }
 
@@ -485,68 +396,38 @@ fn the_session_label_is_copied_even_when_not_listed() {
         session_label: "example.com/sid".into(),
     };
     let p = with_label(
-        with_label(
-            with_label(pod("p", &uid(1)), "example.com/sid", "s-7"),
-            "app",
-            "agent",
-        ),
+        with_label(with_label(pod("p", &uid(1)), "example.com/sid", "s-7"), "app", "agent"),
         "tier",
         "x",
     );
     let obs = observe(&applied(KubeObject::Pod(Box::new(p))), &source(), &cfg).unwrap();
     assert_eq!(obs[0].key.as_deref(), Some("s-7"));
-    let ObservationRecord::Pod(PodObservation { pod: Some(p), .. }) = &obs[0].record else {
-        panic!()
-    };
-    assert_eq!(
-        p.meta.labels.keys().collect::<Vec<_>>(),
-        ["app", "example.com/sid"]
-    );
+    let ObservationRecord::Pod(PodObservation { pod: Some(p), .. }) = &obs[0].record else { panic!() };
+    assert_eq!(p.meta.labels.keys().collect::<Vec<_>>(), ["app", "example.com/sid"]);
 }
 
 #[test]
 fn other_kinds_are_keyed_and_namespaces_are_not_published() {
     let job_uid = uid(200);
     let o = observe_one(&applied(KubeObject::Job(Box::new(job("j", &job_uid)))));
-    assert_eq!(
-        (o.topic, o.key.as_deref()),
-        (InputTopic::Jobs, Some(job_uid.as_str()))
-    );
+    assert_eq!((o.topic, o.key.as_deref()), (InputTopic::Jobs, Some(job_uid.as_str())));
 
     let cj_uid = uid(201);
-    let o = observe_one(&entry(
-        5,
-        TraceEvent::Deleted(KubeObject::CronJob(Box::new(cronjob("c", &cj_uid)))),
-    ));
+    let o = observe_one(&entry(5, TraceEvent::Deleted(KubeObject::CronJob(Box::new(cronjob("c", &cj_uid))))));
     assert_eq!(
         (o.topic, o.key.as_deref(), o.record.event()),
-        (
-            InputTopic::CronJobs,
-            Some(cj_uid.as_str()),
-            ObservationEvent::Deleted
-        )
+        (InputTopic::CronJobs, Some(cj_uid.as_str()), ObservationEvent::Deleted)
     );
 
     let o = observe_one(&applied(KubeObject::Lease(Box::new(lease()))));
     assert_eq!(
         (o.topic, o.key.as_deref()),
-        (
-            InputTopic::Leases,
-            Some("kube-system/kube-controller-manager")
-        )
+        (InputTopic::Leases, Some("kube-system/kube-controller-manager"))
     );
 
     let o = observe_one(&entry(77, TraceEvent::Session(session_record("s-1"))));
-    assert_eq!(
-        (o.topic, o.key.as_deref()),
-        (InputTopic::Sessions, Some("s-1"))
-    );
-    let ObservationRecord::Session(SessionObservation {
-        session: Some(s), ..
-    }) = &o.record
-    else {
-        panic!()
-    };
+    assert_eq!((o.topic, o.key.as_deref()), (InputTopic::Sessions, Some("s-1")));
+    let ObservationRecord::Session(SessionObservation { session: Some(s), .. }) = &o.record else { panic!() };
     assert_eq!(
         (s.state, s.updated_at),
         (SessionState::WaitingForInput, 77),
@@ -554,18 +435,11 @@ fn other_kinds_are_keyed_and_namespaces_are_not_published() {
     );
 
     let ns = core::Namespace {
-        metadata: meta::ObjectMeta {
-            name: Some("etl".into()),
-            ..Default::default()
-        },
+        metadata: meta::ObjectMeta { name: Some("etl".into()), ..Default::default() },
         ..Default::default()
     };
     assert_eq!(
-        observe(
-            &applied(KubeObject::Namespace(Box::new(ns))),
-            &source(),
-            &MinimizeConfig::default()
-        ),
+        observe(&applied(KubeObject::Namespace(Box::new(ns))), &source(), &MinimizeConfig::default()),
         Ok(vec![])
     );
 }
@@ -600,18 +474,10 @@ fn job_counters_default_to_zero_and_uncounted_pods_are_counted() {
     let cfg = MinimizeConfig::default();
     let j = minimize::job(&job("j", &uid(1)), &cfg).unwrap();
     assert_eq!(
-        (
-            j.status.active,
-            j.status.succeeded,
-            j.status.failed,
-            j.status.ready
-        ),
+        (j.status.active, j.status.succeeded, j.status.failed, j.status.ready),
         (Some(0), Some(0), Some(0), None)
     );
-    assert_eq!(
-        (j.status.uncounted_succeeded, j.status.uncounted_failed),
-        (0, 0)
-    );
+    assert_eq!((j.status.uncounted_succeeded, j.status.uncounted_failed), (0, 0));
     assert!(j.status.conditions.is_empty());
     assert_eq!(j.owner_cronjob, None);
     assert_eq!(j.spec.backoff_limit, Some(2));
@@ -627,12 +493,7 @@ fn job_counters_default_to_zero_and_uncounted_pods_are_counted() {
             succeeded: Some(vec![uid(11), uid(12)]),
         }),
         conditions: Some(vec![
-            job_condition(
-                "FailureTarget",
-                "True",
-                "BackoffLimitExceeded",
-                "2026-11-29T10:04:00Z",
-            ),
+            job_condition("FailureTarget", "True", "BackoffLimitExceeded", "2026-11-29T10:04:00Z"),
             batch::JobCondition {
                 reason: Some(String::new()),
                 ..job_condition("Suspended", "False", "", "2026-11-29T10:00:00Z")
@@ -643,25 +504,13 @@ fn job_counters_default_to_zero_and_uncounted_pods_are_counted() {
     let s = minimize::job(&k, &cfg).unwrap();
     assert_eq!(
         s.owner_cronjob,
-        Some(OwnerReference {
-            kind: "CronJob".into(),
-            name: "nightly".into(),
-            uid: uid(3)
-        })
+        Some(OwnerReference { kind: "CronJob".into(), name: "nightly".into(), uid: uid(3) })
     );
     assert_eq!(
-        (
-            s.status.active,
-            s.status.succeeded,
-            s.status.failed,
-            s.status.ready
-        ),
+        (s.status.active, s.status.succeeded, s.status.failed, s.status.ready),
         (Some(0), Some(0), Some(2), Some(0))
     );
-    assert_eq!(
-        (s.status.uncounted_succeeded, s.status.uncounted_failed),
-        (2, 1)
-    );
+    assert_eq!((s.status.uncounted_succeeded, s.status.uncounted_failed), (2, 1));
     assert_eq!(s.status.start_time, Some(ms("2026-11-29T10:00:01Z")));
     assert_eq!(
         s.status.conditions,
@@ -682,26 +531,14 @@ fn job_counters_default_to_zero_and_uncounted_pods_are_counted() {
     );
     // Readers of records from other writers still read absent as 0.
     let absent = JobStatus::default();
-    assert_eq!(
-        (
-            absent.active_count(),
-            absent.succeeded_count(),
-            absent.failed_count()
-        ),
-        (0, 0, 0)
-    );
+    assert_eq!((absent.active_count(), absent.succeeded_count(), absent.failed_count()), (0, 0, 0));
 }
 
 #[test]
 fn a_job_controlled_by_something_else_has_no_owner_cronjob() {
     let mut j = job("j", &uid(1));
     j.metadata.owner_references = Some(vec![controlled_by("Workflow", "wf", &uid(2))]);
-    assert_eq!(
-        minimize::job(&j, &MinimizeConfig::default())
-            .unwrap()
-            .owner_cronjob,
-        None
-    );
+    assert_eq!(minimize::job(&j, &MinimizeConfig::default()).unwrap().owner_cronjob, None);
 }
 
 #[test]
@@ -715,42 +552,21 @@ fn container_terminations_map_state_and_last_state() {
     st.phase = Some("Failed".into());
     st.container_statuses = Some(vec![
         status("sidecar", 0, terminated(143, "Error", "s1"), None),
-        status(
-            "main",
-            2,
-            running(),
-            Some(terminated(137, "OOMKilled", "m1")),
-        ),
+        status("main", 2, running(), Some(terminated(137, "OOMKilled", "m1"))),
     ]);
-    st.init_container_statuses = Some(vec![status(
-        "setup",
-        0,
-        terminated(0, "Completed", "i1"),
-        None,
-    )]);
+    st.init_container_statuses = Some(vec![status("setup", 0, terminated(0, "Completed", "i1"), None)]);
 
     let m = minimized_pod(p);
     assert_eq!(m.phase, PodPhase::Failed);
     let names: Vec<_> = m.containers.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(
-        names,
-        ["main", "sidecar", "no-status"],
-        "spec order, not status order"
-    );
+    assert_eq!(names, ["main", "sidecar", "no-status"], "spec order, not status order");
 
     let main = &m.containers[0];
     assert_eq!(
-        (
-            main.requests_cpu.as_deref(),
-            main.requests_memory.as_deref()
-        ),
+        (main.requests_cpu.as_deref(), main.requests_memory.as_deref()),
         (Some("250m"), Some("128Mi"))
     );
-    assert_eq!(
-        (main.restart_count, &main.state),
-        (2, &None),
-        "running now: no current termination"
-    );
+    assert_eq!((main.restart_count, &main.state), (2, &None), "running now: no current termination");
     assert_eq!(
         main.last_state,
         Some(ContainerTermination {
@@ -764,42 +580,19 @@ fn container_terminations_map_state_and_last_state() {
     );
     let sidecar = &m.containers[1];
     assert_eq!(
-        (
-            sidecar.requests_cpu.as_deref(),
-            sidecar.requests_memory.as_deref()
-        ),
+        (sidecar.requests_cpu.as_deref(), sidecar.requests_memory.as_deref()),
         (Some("0"), None),
         "explicit zero kept"
     );
     let st = sidecar.state.as_ref().unwrap();
-    assert_eq!(
-        (st.exit_code, st.reason.as_deref()),
-        (143, Some("Error")),
-        "code and reason as observed"
-    );
+    assert_eq!((st.exit_code, st.reason.as_deref()), (143, Some("Error")), "code and reason as observed");
     let none = &m.containers[2];
     assert_eq!(
-        (
-            none.restart_count,
-            &none.state,
-            &none.last_state,
-            &none.requests_cpu
-        ),
+        (none.restart_count, &none.state, &none.last_state, &none.requests_cpu),
         (0, &None, &None, &None)
     );
-    assert_eq!(
-        m.init_containers[0]
-            .state
-            .as_ref()
-            .unwrap()
-            .reason
-            .as_deref(),
-        Some("Completed")
-    );
-    assert_eq!(
-        m.init_containers[0].requests_memory.as_deref(),
-        Some("64Mi")
-    );
+    assert_eq!(m.init_containers[0].state.as_ref().unwrap().reason.as_deref(), Some("Completed"));
+    assert_eq!(m.init_containers[0].requests_memory.as_deref(), Some("64Mi"));
 }
 
 #[test]
@@ -819,30 +612,17 @@ fn cronjobs_and_leases_copy_their_fields() {
     );
 
     let l = minimize::lease(&lease(), &MinimizeConfig::default()).unwrap();
-    assert_eq!(
-        l.acquire_time,
-        Some(ms("2026-11-29T08:00:00.123Z")),
-        "MicroTime truncates to ms"
-    );
+    assert_eq!(l.acquire_time, Some(ms("2026-11-29T08:00:00.123Z")), "MicroTime truncates to ms");
     assert_eq!(l.renew_time, Some(ms("2026-11-29T10:00:10.999Z")));
     assert_eq!(
-        (
-            l.holder_identity.as_deref(),
-            l.lease_duration_seconds,
-            l.lease_transitions
-        ),
+        (l.holder_identity.as_deref(), l.lease_duration_seconds, l.lease_transitions),
         (Some("cp-1_5d0c"), Some(15), Some(4))
     );
 }
 
 #[test]
 fn markers_fan_out_with_no_key() {
-    let o = observe(
-        &entry(9_000, TraceEvent::Heartbeat),
-        &source(),
-        &MinimizeConfig::default(),
-    )
-    .unwrap();
+    let o = observe(&entry(9_000, TraceEvent::Heartbeat), &source(), &MinimizeConfig::default()).unwrap();
     assert_eq!(
         o.iter().map(|o| o.topic).collect::<Vec<_>>(),
         InputTopic::ALL,
@@ -850,12 +630,7 @@ fn markers_fan_out_with_no_key() {
     );
     for o in &o {
         assert_eq!(
-            (
-                o.key.as_ref(),
-                o.record.event(),
-                o.record.observed_at(),
-                o.record.source()
-            ),
+            (o.key.as_ref(), o.record.event(), o.record.observed_at(), o.record.source()),
             (None, ObservationEvent::Heartbeat, 9_000, &source())
         );
         assert_eq!(o.record.topic(), o.topic);
@@ -866,14 +641,8 @@ fn markers_fan_out_with_no_key() {
     }
 
     for (event, want) in [
-        (
-            TraceEvent::SnapshotBegin { epoch: 7 },
-            ObservationEvent::SnapshotBegin,
-        ),
-        (
-            TraceEvent::SnapshotEnd { epoch: 7 },
-            ObservationEvent::SnapshotEnd,
-        ),
+        (TraceEvent::SnapshotBegin { epoch: 7 }, ObservationEvent::SnapshotBegin),
+        (TraceEvent::SnapshotEnd { epoch: 7 }, ObservationEvent::SnapshotEnd),
     ] {
         let o = observe(&entry(9_500, event), &source(), &MinimizeConfig::default()).unwrap();
         assert_eq!(
@@ -882,33 +651,18 @@ fn markers_fan_out_with_no_key() {
             "sessions are never relisted"
         );
         for o in &o {
-            assert_eq!(
-                (o.key.as_ref(), o.record.event(), o.record.source().epoch),
-                (None, want, 7)
-            );
+            assert_eq!((o.key.as_ref(), o.record.event(), o.record.source().epoch), (None, want, 7));
         }
     }
 }
 
 #[test]
 fn the_observer_carries_the_snapshot_epoch_forward() {
-    let mut observer = Observer::new(
-        Source {
-            epoch: 0,
-            ..source()
-        },
-        MinimizeConfig::default(),
-    );
-    observer
-        .observe(&entry(1, TraceEvent::SnapshotBegin { epoch: 2 }))
-        .unwrap();
-    let o = observer
-        .observe(&applied(KubeObject::Job(Box::new(job("j", &uid(1))))))
-        .unwrap();
+    let mut observer = Observer::new(Source { epoch: 0, ..source() }, MinimizeConfig::default());
+    observer.observe(&entry(1, TraceEvent::SnapshotBegin { epoch: 2 })).unwrap();
+    let o = observer.observe(&applied(KubeObject::Job(Box::new(job("j", &uid(1)))))).unwrap();
     assert_eq!(o[0].record.source().epoch, 2);
-    let stale = observer
-        .observe(&entry(2, TraceEvent::SnapshotBegin { epoch: 1 }))
-        .unwrap();
+    let stale = observer.observe(&entry(2, TraceEvent::SnapshotBegin { epoch: 1 })).unwrap();
     assert_eq!(
         (stale[0].record.source().epoch, observer.source().epoch),
         (1, 2),
@@ -927,17 +681,11 @@ fn objects_without_identity_are_errors_not_panics() {
 
     let mut no_ns = job("j", &uid(1));
     no_ns.metadata.namespace = Some(String::new());
-    assert_eq!(
-        minimize::job(&no_ns, &cfg).unwrap_err().reason(),
-        "missing_identity"
-    );
+    assert_eq!(minimize::job(&no_ns, &cfg).unwrap_err().reason(), "missing_identity");
 
     let mut no_name = lease();
     no_name.metadata.name = None;
-    assert_eq!(
-        minimize::lease(&no_name, &cfg).unwrap_err().reason(),
-        "missing_identity"
-    );
+    assert_eq!(minimize::lease(&no_name, &cfg).unwrap_err().reason(), "missing_identity");
 
     for bad in [
         "not-a-uid",
@@ -949,40 +697,23 @@ fn objects_without_identity_are_errors_not_panics() {
         assert_eq!(err.reason(), "invalid_uid", "{bad}");
     }
     let bad_owner = owned(pod("p", &uid(1)), controlled_by("Job", "j", "JOB"));
-    assert_eq!(
-        minimize::pod(&bad_owner, &cfg).unwrap_err().reason(),
-        "invalid_uid"
-    );
+    assert_eq!(minimize::pod(&bad_owner, &cfg).unwrap_err().reason(), "invalid_uid");
 
     let mut no_spec = cronjob("c", &uid(1));
     no_spec.spec = None;
-    assert_eq!(
-        minimize::cronjob(&no_spec, &cfg).unwrap_err().reason(),
-        "missing_field"
-    );
+    assert_eq!(minimize::cronjob(&no_spec, &cfg).unwrap_err().reason(), "missing_field");
 
-    let err = observe(
-        &entry(1, TraceEvent::Session(session_record(""))),
-        &source(),
-        &cfg,
-    )
-    .unwrap_err();
+    let err = observe(&entry(1, TraceEvent::Session(session_record(""))), &source(), &cfg).unwrap_err();
     assert_eq!((err.reason(), err.kind()), ("missing_identity", "Session"));
     let mut bad_session = session_record("s");
     bad_session.pod.uid = Some("x".into());
-    assert_eq!(
-        minimize::session(&bad_session, 1).unwrap_err().reason(),
-        "invalid_uid"
-    );
+    assert_eq!(minimize::session(&bad_session, 1).unwrap_err().reason(), "invalid_uid");
 }
 
 #[test]
 fn topic_names_come_from_the_configuration() {
     let topics = crate::config::TopicsConfig::default();
-    let names: Vec<_> = InputTopic::ALL
-        .iter()
-        .map(|t| t.topic_name(&topics))
-        .collect();
+    let names: Vec<_> = InputTopic::ALL.iter().map(|t| t.topic_name(&topics)).collect();
     assert_eq!(
         names,
         [
@@ -1010,13 +741,7 @@ fn full_records() -> Vec<ObservationRecord> {
         labels: BTreeMap::from([("kubefacts.io/session".into(), "s-1".into())]),
         annotations: BTreeMap::from([("kubefacts.io/exclude".into(), "false".into())]),
     };
-    let owner = |kind: &str| {
-        Some(OwnerReference {
-            kind: kind.into(),
-            name: "owner".into(),
-            uid: uid(99),
-        })
-    };
+    let owner = |kind: &str| Some(OwnerReference { kind: kind.into(), name: "owner".into(), uid: uid(99) });
     let termination = |code| ContainerTermination {
         exit_code: code,
         reason: Some("OOMKilled".into()),
@@ -1119,11 +844,7 @@ fn full_records() -> Vec<ObservationRecord> {
             session: Some(Session {
                 session_id: "s-1".into(),
                 state: SessionState::Cancelled,
-                pod: PodIdentity {
-                    namespace: "agents".into(),
-                    name: "s-1".into(),
-                    uid: Some(uid(5)),
-                },
+                pod: PodIdentity { namespace: "agents".into(), name: "s-1".into(), uid: Some(uid(5)) },
                 owner: "tenant-42".into(),
                 updated_at: 8,
             }),
@@ -1158,68 +879,45 @@ fn check_shape(
         Json::Array(branches) => {
             assert_eq!(branches.len(), 2, "{path}: only [null, T] unions");
             assert_eq!(branches[0], "null", "{path}");
-            assert!(
-                !value.is_null(),
-                "{path}: give the sample a value so the branch is checked"
-            );
+            assert!(!value.is_null(), "{path}: give the sample a value so the branch is checked");
             check_shape(&branches[1], value, named, enums, path);
         }
         Json::Object(o) => {
             let full = |o: &serde_json::Map<String, Json>| {
-                format!(
-                    "{}.{}",
-                    o["namespace"].as_str().unwrap(),
-                    o["name"].as_str().unwrap()
-                )
+                format!("{}.{}", o["namespace"].as_str().unwrap(), o["name"].as_str().unwrap())
             };
             match o["type"].as_str().unwrap() {
                 "record" => {
                     named.insert(full(o), schema.clone());
                     let fields = o["fields"].as_array().unwrap();
-                    let value = value
-                        .as_object()
-                        .unwrap_or_else(|| panic!("{path}: not a record: {value}"));
+                    let value = value.as_object().unwrap_or_else(|| panic!("{path}: not a record: {value}"));
                     let want: Vec<_> = fields.iter().map(|f| f["name"].as_str().unwrap()).collect();
                     let got: Vec<_> = value.keys().map(String::as_str).collect();
                     assert_eq!(got, want, "{path}: field names and order");
                     for f in fields {
                         let name = f["name"].as_str().unwrap();
-                        check_shape(
-                            &f["type"],
-                            &value[name],
-                            named,
-                            enums,
-                            &format!("{path}.{name}"),
-                        );
+                        check_shape(&f["type"], &value[name], named, enums, &format!("{path}.{name}"));
                     }
                 }
                 "enum" => {
                     named.insert(full(o), schema.clone());
-                    let symbols: Vec<String> =
-                        serde_json::from_value(o["symbols"].clone()).unwrap();
-                    assert!(
-                        symbols.iter().any(|s| value == s),
-                        "{path}: {value} not in {symbols:?}"
-                    );
+                    let symbols: Vec<String> = serde_json::from_value(o["symbols"].clone()).unwrap();
+                    assert!(symbols.iter().any(|s| value == s), "{path}: {value} not in {symbols:?}");
                     enums.insert(o["name"].as_str().unwrap().to_owned(), symbols);
                 }
                 "array" => {
-                    let items = value
-                        .as_array()
-                        .unwrap_or_else(|| panic!("{path}: not an array"));
+                    let items = value.as_array().unwrap_or_else(|| panic!("{path}: not an array"));
                     assert!(!items.is_empty(), "{path}: give the sample an item");
-                    items.iter().for_each(|v| {
-                        check_shape(&o["items"], v, named, enums, &format!("{path}[]"))
-                    });
+                    items
+                        .iter()
+                        .for_each(|v| check_shape(&o["items"], v, named, enums, &format!("{path}[]")));
                 }
                 "map" => {
-                    let entries = value
-                        .as_object()
-                        .unwrap_or_else(|| panic!("{path}: not a map"));
+                    let entries = value.as_object().unwrap_or_else(|| panic!("{path}: not a map"));
                     assert!(!entries.is_empty(), "{path}: give the sample an entry");
-                    entries.values().for_each(|v| {
-                        check_shape(&o["values"], v, named, enums, &format!("{path}{{}}"))
-                    });
+                    entries
+                        .values()
+                        .for_each(|v| check_shape(&o["values"], v, named, enums, &format!("{path}{{}}")));
                 }
                 _ => check_shape(&o["type"], value, named, enums, path),
             }
@@ -1229,16 +927,7 @@ fn check_shape(
 }
 
 fn symbols<T: serde::Serialize>(variants: &[T]) -> Vec<String> {
-    variants
-        .iter()
-        .map(|v| {
-            serde_json::to_value(v)
-                .unwrap()
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect()
+    variants.iter().map(|v| serde_json::to_value(v).unwrap().as_str().unwrap().to_owned()).collect()
 }
 
 #[test]
@@ -1249,27 +938,14 @@ fn the_rust_model_mirrors_the_avro_schemas() {
         let known = codec.schemas().current(record.full_name()).unwrap();
         let schema: Json = serde_json::from_str(&known.text).unwrap();
         let value = serde_json::to_value(&record).unwrap();
-        check_shape(
-            &schema,
-            &value,
-            &mut HashMap::new(),
-            &mut enums,
-            record.topic().as_str(),
-        );
+        check_shape(&schema, &value, &mut HashMap::new(), &mut enums, record.topic().as_str());
     }
     use ObservationEvent as E;
     use SessionState as S;
     let rust: HashMap<&str, Vec<String>> = HashMap::from([
         (
             "ObservationEvent",
-            symbols(&[
-                E::Unknown,
-                E::Applied,
-                E::Deleted,
-                E::SnapshotBegin,
-                E::SnapshotEnd,
-                E::Heartbeat,
-            ]),
+            symbols(&[E::Unknown, E::Applied, E::Deleted, E::SnapshotBegin, E::SnapshotEnd, E::Heartbeat]),
         ),
         (
             "PodPhase",
@@ -1283,11 +959,7 @@ fn the_rust_model_mirrors_the_avro_schemas() {
         ),
         (
             "ConditionStatus",
-            symbols(&[
-                ConditionStatus::Unknown,
-                ConditionStatus::True,
-                ConditionStatus::False,
-            ]),
+            symbols(&[ConditionStatus::Unknown, ConditionStatus::True, ConditionStatus::False]),
         ),
         (
             "SessionState",
@@ -1313,28 +985,16 @@ fn the_rust_model_mirrors_the_avro_schemas() {
 /// Encodes with the current schema (single-object framing) and decodes it back.
 async fn round_trip(codec: &Codec, record: &ObservationRecord) -> ObservationRecord {
     let known = codec.schemas().current(record.full_name()).unwrap();
-    let writer = crate::codec::RecordWriter::new(
-        known,
-        Framing::SingleObject {
-            fingerprint: known.fingerprint,
-        },
-    )
-    .unwrap();
-    let bytes = record
-        .encode(&writer)
-        .unwrap_or_else(|e| panic!("{}: {e}", record.full_name()));
+    let writer =
+        crate::codec::RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint })
+            .unwrap();
+    let bytes = record.encode(&writer).unwrap_or_else(|e| panic!("{}: {e}", record.full_name()));
     let decoded = match record {
         ObservationRecord::Pod(_) => codec.decode_as(&bytes).await.map(ObservationRecord::Pod),
         ObservationRecord::Job(_) => codec.decode_as(&bytes).await.map(ObservationRecord::Job),
-        ObservationRecord::CronJob(_) => codec
-            .decode_as(&bytes)
-            .await
-            .map(ObservationRecord::CronJob),
+        ObservationRecord::CronJob(_) => codec.decode_as(&bytes).await.map(ObservationRecord::CronJob),
         ObservationRecord::Lease(_) => codec.decode_as(&bytes).await.map(ObservationRecord::Lease),
-        ObservationRecord::Session(_) => codec
-            .decode_as(&bytes)
-            .await
-            .map(ObservationRecord::Session),
+        ObservationRecord::Session(_) => codec.decode_as(&bytes).await.map(ObservationRecord::Session),
     };
     decoded.unwrap_or_else(|e| panic!("{}: {e}", record.full_name()))
 }
@@ -1342,10 +1002,7 @@ async fn round_trip(codec: &Codec, record: &ObservationRecord) -> ObservationRec
 #[tokio::test]
 async fn every_record_kind_round_trips_through_the_codec() {
     let codec = Codec::new(None).unwrap();
-    let cfg = MinimizeConfig {
-        annotation_keys: vec!["kubefacts.io/exclude".into()],
-        ..Default::default()
-    };
+    let cfg = MinimizeConfig { annotation_keys: vec!["kubefacts.io/exclude".into()], ..Default::default() };
     let mut records = full_records();
     let minimized = [
         applied(KubeObject::Pod(Box::new(leaky_pod()))),
@@ -1357,12 +1014,7 @@ async fn every_record_kind_round_trips_through_the_codec() {
         entry(4, TraceEvent::Heartbeat),
     ];
     for e in &minimized {
-        records.extend(
-            observe(e, &source(), &cfg)
-                .unwrap()
-                .into_iter()
-                .map(|o| o.record),
-        );
+        records.extend(observe(e, &source(), &cfg).unwrap().into_iter().map(|o| o.record));
     }
     assert_eq!(records.len(), 5 + 6 + 5);
     for record in &records {
@@ -1374,13 +1026,9 @@ async fn every_record_kind_round_trips_through_the_codec() {
 fn a_writer_of_another_schema_is_refused() {
     let codec = Codec::new(None).unwrap();
     let known = codec.schemas().current(JobObservation::FULL_NAME).unwrap();
-    let writer = crate::codec::RecordWriter::new(
-        known,
-        Framing::SingleObject {
-            fingerprint: known.fingerprint,
-        },
-    )
-    .unwrap();
+    let writer =
+        crate::codec::RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint })
+            .unwrap();
     let pod = ObservationRecord::marker(InputTopic::Pods, source(), 1, ObservationEvent::Heartbeat);
     assert!(pod.encode(&writer).is_err());
 }
@@ -1407,32 +1055,18 @@ async fn the_demo_trace_reads_observes_and_round_trips() {
     let entries: Vec<_> = crate::trace::read(DEMO.as_bytes())
         .collect::<Result<_, _>>()
         .unwrap_or_else(|e| panic!("demo trace: {e}"));
+    assert!((60..=150).contains(&entries.len()), "{} entries", entries.len());
     assert!(
-        (60..=150).contains(&entries.len()),
-        "{} entries",
-        entries.len()
-    );
-    assert!(
-        entries
-            .windows(2)
-            .all(|w| w[0].observed_at_ms <= w[1].observed_at_ms),
+        entries.windows(2).all(|w| w[0].observed_at_ms <= w[1].observed_at_ms),
         "observed_at never decreases"
     );
 
     let cfg = MinimizeConfig::default();
-    let mut observer = Observer::new(
-        Source {
-            epoch: 0,
-            ..source()
-        },
-        cfg.clone(),
-    );
+    let mut observer = Observer::new(Source { epoch: 0, ..source() }, cfg.clone());
     let codec = Codec::new(None).unwrap();
     let mut per_topic: BTreeMap<InputTopic, usize> = BTreeMap::new();
     for (i, e) in entries.iter().enumerate() {
-        let observations = observer
-            .observe(e)
-            .unwrap_or_else(|err| panic!("entry {}: {err}", i + 1));
+        let observations = observer.observe(e).unwrap_or_else(|err| panic!("entry {}: {err}", i + 1));
         for o in observations {
             *per_topic.entry(o.topic).or_default() += 1;
             assert_eq!(leaks(&o.record), Vec::<String>::new());
@@ -1440,29 +1074,12 @@ async fn the_demo_trace_reads_observes_and_round_trips() {
             for secret in DEMO_SECRETS {
                 assert!(!json.contains(secret), "entry {}: {secret} leaked", i + 1);
             }
-            assert_eq!(
-                round_trip(&codec, &o.record).await,
-                o.record,
-                "entry {}",
-                i + 1
-            );
+            assert_eq!(round_trip(&codec, &o.record).await, o.record, "entry {}", i + 1);
         }
     }
     for secret in DEMO_SECRETS {
-        assert!(
-            DEMO.contains(secret),
-            "the demo carries {secret} so it can show it is dropped"
-        );
+        assert!(DEMO.contains(secret), "the demo carries {secret} so it can show it is dropped");
     }
-    assert_eq!(
-        observer.source().epoch,
-        2,
-        "the demo relists once, as epoch 2"
-    );
-    assert!(
-        InputTopic::ALL
-            .iter()
-            .all(|t| per_topic.get(t).is_some_and(|&n| n > 0)),
-        "{per_topic:?}"
-    );
+    assert_eq!(observer.source().epoch, 2, "the demo relists once, as epoch 2");
+    assert!(InputTopic::ALL.iter().all(|t| per_topic.get(t).is_some_and(|&n| n > 0)), "{per_topic:?}");
 }

@@ -17,9 +17,7 @@ pub enum TraceError {
         reason: String,
     },
     /// The value has no `observed_at`.
-    #[error(
-        "trace value {position}: no observed_at (add the observation time, RFC 3339 or epoch ms)"
-    )]
+    #[error("trace value {position}: no observed_at (add the observation time, RFC 3339 or epoch ms)")]
     MissingObservedAt {
         /// Index of the value.
         position: usize,

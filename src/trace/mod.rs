@@ -91,25 +91,15 @@ impl KubeObject {
     }
 
     fn from_json(position: usize, object: Json) -> Result<Self, TraceError> {
-        let api_version = object
-            .get("apiVersion")
-            .and_then(Json::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let kind = object
-            .get("kind")
-            .and_then(Json::as_str)
-            .unwrap_or("")
-            .to_owned();
+        let api_version = object.get("apiVersion").and_then(Json::as_str).unwrap_or("").to_owned();
+        let kind = object.get("kind").and_then(Json::as_str).unwrap_or("").to_owned();
         let invalid = |e: serde_json::Error| TraceError::InvalidObject {
             position,
             kind: kind.clone(),
             reason: e.to_string(),
         };
         Ok(match (api_version.as_str(), kind.as_str()) {
-            ("v1", "Pod") => {
-                KubeObject::Pod(Box::new(serde_json::from_value(object).map_err(invalid)?))
-            }
+            ("v1", "Pod") => KubeObject::Pod(Box::new(serde_json::from_value(object).map_err(invalid)?)),
             ("batch/v1", "Job") => {
                 KubeObject::Job(Box::new(serde_json::from_value(object).map_err(invalid)?))
             }
@@ -123,11 +113,7 @@ impl KubeObject {
                 KubeObject::Namespace(Box::new(serde_json::from_value(object).map_err(invalid)?))
             }
             _ => {
-                return Err(TraceError::UnsupportedKind {
-                    position,
-                    api_version,
-                    kind,
-                });
+                return Err(TraceError::UnsupportedKind { position, api_version, kind });
             }
         })
     }
@@ -167,9 +153,7 @@ pub struct TraceReader<R: BufRead> {
 
 impl<R: BufRead> std::fmt::Debug for TraceReader<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TraceReader")
-            .field("position", &self.position)
-            .finish_non_exhaustive()
+        f.debug_struct("TraceReader").field("position", &self.position).finish_non_exhaustive()
     }
 }
 
@@ -208,18 +192,13 @@ enum Timestamp {
 }
 
 fn observed_at(position: usize, v: &Json) -> Result<i64, TraceError> {
-    let raw = v
-        .get("observed_at")
-        .ok_or(TraceError::MissingObservedAt { position })?;
+    let raw = v.get("observed_at").ok_or(TraceError::MissingObservedAt { position })?;
     match Timestamp::deserialize(raw) {
         Ok(Timestamp::Millis(ms)) => Ok(ms),
         Ok(Timestamp::Text(s)) => s
             .parse::<jiff::Timestamp>()
             .map(|t| t.as_millisecond())
-            .map_err(|e| TraceError::InvalidObservedAt {
-                position,
-                reason: e.to_string(),
-            }),
+            .map_err(|e| TraceError::InvalidObservedAt { position, reason: e.to_string() }),
         Err(_) => Err(TraceError::InvalidObservedAt {
             position,
             reason: format!("expected RFC 3339 text or epoch milliseconds, got {raw}"),
@@ -233,36 +212,21 @@ pub fn parse_value(position: usize, mut v: Json) -> Vec<Result<TraceEntry, Trace
         Ok(t) => t,
         Err(e) => return vec![Err(e)],
     };
-    let entry = |event| {
-        Ok(TraceEntry {
-            observed_at_ms,
-            event,
-        })
-    };
+    let entry = |event| Ok(TraceEntry { observed_at_ms, event });
     let ty = v.get("type").and_then(Json::as_str).map(str::to_owned);
     match ty.as_deref() {
         Some(action @ ("ADDED" | "MODIFIED" | "DELETED")) => {
             let Some(object) = v.get_mut("object").map(Json::take) else {
-                return vec![Err(TraceError::MissingField {
-                    position,
-                    field: "object",
-                })];
+                return vec![Err(TraceError::MissingField { position, field: "object" })];
             };
             vec![KubeObject::from_json(position, object).and_then(|o| {
-                entry(if action == "DELETED" {
-                    TraceEvent::Deleted(o)
-                } else {
-                    TraceEvent::Applied(o)
-                })
+                entry(if action == "DELETED" { TraceEvent::Deleted(o) } else { TraceEvent::Applied(o) })
             })]
         }
         Some("HEARTBEAT") => vec![entry(TraceEvent::Heartbeat)],
         Some(marker @ ("SNAPSHOT_BEGIN" | "SNAPSHOT_END")) => {
             let Some(epoch) = v.get("epoch").and_then(Json::as_i64) else {
-                return vec![Err(TraceError::MissingField {
-                    position,
-                    field: "epoch",
-                })];
+                return vec![Err(TraceError::MissingField { position, field: "epoch" })];
             };
             vec![entry(if marker == "SNAPSHOT_BEGIN" {
                 TraceEvent::SnapshotBegin { epoch }
@@ -272,10 +236,7 @@ pub fn parse_value(position: usize, mut v: Json) -> Vec<Result<TraceEntry, Trace
         }
         Some("SESSION") => {
             let Some(session) = v.get_mut("session").map(Json::take) else {
-                return vec![Err(TraceError::MissingField {
-                    position,
-                    field: "session",
-                })];
+                return vec![Err(TraceError::MissingField { position, field: "session" })];
             };
             vec![
                 serde_json::from_value::<SessionRecord>(session)
@@ -287,30 +248,17 @@ pub fn parse_value(position: usize, mut v: Json) -> Vec<Result<TraceEntry, Trace
                     .and_then(|s| entry(TraceEvent::Session(s))),
             ]
         }
-        Some(other) => vec![Err(TraceError::UnknownType {
-            position,
-            ty: other.to_owned(),
-        })],
-        None if v
-            .get("kind")
-            .and_then(Json::as_str)
-            .is_some_and(|k| k.ends_with("List")) =>
-        {
+        Some(other) => vec![Err(TraceError::UnknownType { position, ty: other.to_owned() })],
+        None if v.get("kind").and_then(Json::as_str).is_some_and(|k| k.ends_with("List")) => {
             let items = match v.get_mut("items").map(Json::take) {
                 Some(Json::Array(items)) => items,
                 _ => {
-                    return vec![Err(TraceError::MissingField {
-                        position,
-                        field: "items",
-                    })];
+                    return vec![Err(TraceError::MissingField { position, field: "items" })];
                 }
             };
             items
                 .into_iter()
-                .map(|item| {
-                    KubeObject::from_json(position, item)
-                        .and_then(|o| entry(TraceEvent::Applied(o)))
-                })
+                .map(|item| KubeObject::from_json(position, item).and_then(|o| entry(TraceEvent::Applied(o))))
                 .collect()
         }
         None if v.get("kind").is_some() => {
@@ -319,10 +267,7 @@ pub fn parse_value(position: usize, mut v: Json) -> Vec<Result<TraceEntry, Trace
             }
             vec![KubeObject::from_json(position, v).and_then(|o| entry(TraceEvent::Applied(o)))]
         }
-        None => vec![Err(TraceError::MissingField {
-            position,
-            field: "type",
-        })],
+        None => vec![Err(TraceError::MissingField { position, field: "type" })],
     }
 }
 

@@ -9,13 +9,9 @@ const JOB_EVENT: &str = r#"{"type":"MODIFIED","observed_at":"2026-11-29T10:00:00
 #[test]
 fn reads_a_kubectl_watch_event() {
     let entries = read_all(JOB_EVENT);
-    let [Ok(entry)] = entries.as_slice() else {
-        panic!("{entries:?}")
-    };
+    let [Ok(entry)] = entries.as_slice() else { panic!("{entries:?}") };
     assert_eq!(entry.observed_at_ms, 1_795_946_400_250);
-    let TraceEvent::Applied(KubeObject::Job(job)) = &entry.event else {
-        panic!("{entry:?}")
-    };
+    let TraceEvent::Applied(KubeObject::Job(job)) = &entry.event else { panic!("{entry:?}") };
     assert_eq!(job.metadata.name.as_deref(), Some("nightly-29012345"));
     let conditions = job.status.as_ref().unwrap().conditions.as_ref().unwrap();
     assert_eq!(conditions[1].type_, "Failed");
@@ -41,10 +37,7 @@ fn reads_pretty_printed_bare_objects_and_lists() {
             other => panic!("{other:?}"),
         })
         .collect();
-    assert_eq!(
-        names,
-        [(1000, "etl".into()), (2000, "a".into()), (2000, "b".into())]
-    );
+    assert_eq!(names, [(1000, "etl".into()), (2000, "a".into()), (2000, "b".into())]);
 }
 
 #[test]
@@ -54,21 +47,12 @@ fn reads_kubefacts_lines() {
 {"type":"SNAPSHOT_END","observed_at":7,"epoch":2}
 {"type":"SESSION","observed_at":8,"session":{"session_id":"s-1","state":"PAUSED_FOREVER","pod":{"namespace":"agents","name":"s-1"},"owner":"team-a"}}
 "#;
-    let events: Vec<_> = read_all(text)
-        .into_iter()
-        .map(|e| e.unwrap().event)
-        .collect();
+    let events: Vec<_> = read_all(text).into_iter().map(|e| e.unwrap().event).collect();
     assert_eq!(events[0], TraceEvent::Heartbeat);
     assert_eq!(events[1], TraceEvent::SnapshotBegin { epoch: 2 });
     assert_eq!(events[2], TraceEvent::SnapshotEnd { epoch: 2 });
-    let TraceEvent::Session(s) = &events[3] else {
-        panic!()
-    };
-    assert_eq!(
-        s.state,
-        SessionState::Unknown,
-        "unknown future states map to UNKNOWN"
-    );
+    let TraceEvent::Session(s) = &events[3] else { panic!() };
+    assert_eq!(s.state, SessionState::Unknown, "unknown future states map to UNKNOWN");
 }
 
 #[test]
@@ -84,14 +68,8 @@ fn bad_values_are_reported_and_reading_goes_on() {
 {"type":"HEARTBEAT","observed_at":10}
 "#;
     let results = read_all(text);
-    let reasons: Vec<_> = results
-        .iter()
-        .map(|r| {
-            r.as_ref()
-                .map_err(TraceError::reason)
-                .map(|e| e.observed_at_ms)
-        })
-        .collect();
+    let reasons: Vec<_> =
+        results.iter().map(|r| r.as_ref().map_err(TraceError::reason).map(|e| e.observed_at_ms)).collect();
     assert_eq!(
         reasons,
         [
@@ -105,35 +83,19 @@ fn bad_values_are_reported_and_reading_goes_on() {
             Err("syntax"),
         ]
     );
-    assert!(
-        results[0]
-            .as_ref()
-            .unwrap_err()
-            .to_string()
-            .contains("trace value 1")
-    );
+    assert!(results[0].as_ref().unwrap_err().to_string().contains("trace value 1"));
 }
 
 #[test]
 fn written_entries_read_back_identically() {
-    let mut entries: Vec<_> = read_all(JOB_EVENT)
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
-    entries.push(TraceEntry {
-        observed_at_ms: 42,
-        event: TraceEvent::SnapshotBegin { epoch: 3 },
-    });
+    let mut entries: Vec<_> = read_all(JOB_EVENT).into_iter().map(Result::unwrap).collect();
+    entries.push(TraceEntry { observed_at_ms: 42, event: TraceEvent::SnapshotBegin { epoch: 3 } });
     entries.push(TraceEntry {
         observed_at_ms: 43,
         event: TraceEvent::Session(SessionRecord {
             session_id: "s".into(),
             state: SessionState::WaitingForInput,
-            pod: SessionPod {
-                namespace: "n".into(),
-                name: "p".into(),
-                uid: None,
-            },
+            pod: SessionPod { namespace: "n".into(), name: "p".into(), uid: None },
             owner: "o".into(),
             updated_at_ms: Some(40),
         }),

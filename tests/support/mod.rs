@@ -55,38 +55,21 @@ pub fn infra() -> Infra {
 /// A topic name no other test (or earlier run) uses.
 pub fn unique_name(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "{prefix}-{}-{nanos:x}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    format!("{prefix}-{}-{nanos:x}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
 impl Infra {
     /// Creates a fresh topic with `partitions` partitions and returns its name.
     pub async fn topic(&self, prefix: &str, partitions: i32) -> String {
         let name = unique_name(prefix);
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
-            .create()
-            .expect("admin client");
+        let admin: AdminClient<DefaultClientContext> =
+            ClientConfig::new().set("bootstrap.servers", &self.bootstrap).create().expect("admin client");
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
         let res = admin
-            .create_topics(
-                &[NewTopic::new(&name, partitions, TopicReplication::Fixed(1))],
-                &opts,
-            )
+            .create_topics(&[NewTopic::new(&name, partitions, TopicReplication::Fixed(1))], &opts)
             .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot reach Kafka at {} to create {name}: {e}",
-                    self.bootstrap
-                )
-            });
+            .unwrap_or_else(|e| panic!("cannot reach Kafka at {} to create {name}: {e}", self.bootstrap));
         for r in res {
             r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
         }
@@ -110,11 +93,7 @@ impl Infra {
             if let Some(k) = key {
                 rec = rec.key(*k);
             }
-            producer
-                .send(rec, Duration::from_secs(30))
-                .await
-                .map_err(|(e, _)| e)
-                .expect("produce");
+            producer.send(rec, Duration::from_secs(30)).await.map_err(|(e, _)| e).expect("produce");
         }
     }
 
@@ -128,19 +107,13 @@ impl Infra {
             .create()
             .expect("consumer");
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, 0, Offset::Beginning)
-            .unwrap();
+        tpl.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
         consumer.assign(&tpl).unwrap();
         let mut out = Vec::with_capacity(n);
         while out.len() < n {
             let msg = tokio::time::timeout(Duration::from_secs(30), consumer.recv())
                 .await
-                .unwrap_or_else(|_| {
-                    panic!(
-                        "only {} of {n} records arrived on {topic} in 30 s",
-                        out.len()
-                    )
-                })
+                .unwrap_or_else(|_| panic!("only {} of {n} records arrived on {topic} in 30 s", out.len()))
                 .expect("consume");
             out.push(msg.payload().unwrap_or_default().to_vec());
         }
@@ -155,10 +128,7 @@ impl Infra {
         schema_file: Option<&str>,
         values: &[Vec<u8>],
     ) -> Vec<serde_json::Value> {
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/python/fastavro_decode.py"
-        );
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/fastavro_decode.py");
         let mut cmd = Command::new(&self.python);
         cmd.arg(script).arg("--framing").arg(framing);
         match schema_file {
@@ -188,9 +158,7 @@ impl Infra {
         String::from_utf8(out.stdout)
             .unwrap()
             .lines()
-            .map(|l| {
-                serde_json::from_str(l).unwrap_or_else(|e| panic!("fastavro printed {l:?}: {e}"))
-            })
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("fastavro printed {l:?}: {e}")))
             .collect()
     }
 }
