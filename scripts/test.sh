@@ -29,6 +29,11 @@ finish() {
     printf '==> test.sh FAILED (exit %s) after %s s\n' "$rc" "$(since "$T_START")"
     printf '    server logs: .cache/run/kafka/server.log, .cache/run/registry/registry.log (kept until the next up)\n'
   fi
+  if [[ -f .cache/run/cargo-test.log ]]; then
+    # One plain line with the totals of every test binary.
+    awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+         END { printf "tests: %d passed, %d failed\n", p, f }' .cache/run/cargo-test.log
+  fi
   exit "$rc"
 }
 trap finish EXIT
@@ -49,4 +54,8 @@ step "infra up (scripts/infra/up.sh)" ./scripts/infra/up.sh
 source .cache/run/env
 step "cargo fmt --check" cargo fmt --check
 step "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
-step "cargo test --all-targets${*:+ $*}" cargo test --all-targets "$@"
+# Keep cargo's output on the terminal and in a file, to total the results at the end.
+cargo_test() {
+  cargo test --all-targets "$@" 2>&1 | tee .cache/run/cargo-test.log
+}
+step "cargo test --all-targets${*:+ $*}" cargo_test "$@"
