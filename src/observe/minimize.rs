@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use super::ObserveError;
 use super::model::{
     ConditionStatus, ContainerObservation, ContainerTermination, CronJob, CronJobStatus, Job, JobCondition,
-    JobSpec, JobStatus, Lease, ObjectMeta, OwnerReference, Pod, PodIdentity, PodPhase, Session, SessionState,
+    JobSpec, JobStatus, Lease, ObjectMeta, OwnerReference, Pod, PodIdentity, PodPhase, Session,
 };
-use crate::trace::{self, SessionRecord};
+use crate::trace::SessionRecord;
 
 /// The default session label: a Pod carrying it belongs to the session it names.
 pub const DEFAULT_SESSION_LABEL: &str = "kubefacts.io/session";
@@ -163,7 +163,7 @@ pub fn session(record: &SessionRecord, observed_at_ms: i64) -> Result<Session, O
     };
     Ok(Session {
         session_id: record.session_id.clone(),
-        state: session_state(record.state),
+        state: record.state,
         pod: PodIdentity { namespace: record.pod.namespace.clone(), name: record.pod.name.clone(), uid },
         owner: record.owner.clone(),
         updated_at: record.updated_at_ms.unwrap_or(observed_at_ms),
@@ -188,21 +188,6 @@ pub fn condition_status(status: &str) -> ConditionStatus {
         "True" => ConditionStatus::True,
         "False" => ConditionStatus::False,
         _ => ConditionStatus::Unknown,
-    }
-}
-
-fn session_state(state: trace::SessionState) -> SessionState {
-    use trace::SessionState as T;
-    match state {
-        T::Created => SessionState::Created,
-        T::Starting => SessionState::Starting,
-        T::Running => SessionState::Running,
-        T::WaitingForInput => SessionState::WaitingForInput,
-        T::Idle => SessionState::Idle,
-        T::Completed => SessionState::Completed,
-        T::Failed => SessionState::Failed,
-        T::Cancelled => SessionState::Cancelled,
-        T::Unknown => SessionState::Unknown,
     }
 }
 

@@ -1,6 +1,8 @@
 //! Session records from a host application, as they appear in a trace.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+
+pub use crate::observe::model::SessionState;
 
 /// A host application's session state change (the payload of `sessions.v1`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -9,6 +11,7 @@ pub struct SessionRecord {
     /// The session's id (the Kafka key of `sessions.v1`).
     pub session_id: String,
     /// The session's state; unknown symbols read as [`SessionState::Unknown`].
+    #[serde(deserialize_with = "state_or_unknown")]
     pub state: SessionState,
     /// The Pod the session expects to run in.
     pub pod: SessionPod,
@@ -32,27 +35,10 @@ pub struct SessionPod {
     pub uid: Option<String>,
 }
 
-/// Session states of DESIGN §5.4; states this version does not know read as `Unknown`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum SessionState {
-    /// Created, not yet scheduled.
-    Created,
-    /// Its Pod is starting.
-    Starting,
-    /// Working.
-    Running,
-    /// Waiting for its user: not stopped.
-    WaitingForInput,
-    /// Idle.
-    Idle,
-    /// Finished successfully.
-    Completed,
-    /// Finished with an error.
-    Failed,
-    /// Cancelled.
-    Cancelled,
-    /// A state this version does not know.
-    #[serde(other)]
-    Unknown,
+/// A state symbol, or `Unknown` for one this version does not know (DESIGN §5.4).
+fn state_or_unknown<'de, D: Deserializer<'de>>(d: D) -> Result<SessionState, D::Error> {
+    use serde::de::{IntoDeserializer, value::Error};
+    let symbol = String::deserialize(d)?;
+    Ok(SessionState::deserialize(IntoDeserializer::<Error>::into_deserializer(symbol.as_str()))
+        .unwrap_or_default())
 }
