@@ -103,3 +103,17 @@ fn demo_reports_a_broken_trace_instead_of_hiding_it() {
     assert!(stderr.contains("trace value 2: unsupported object v1/Secret"), "{stderr}");
     assert!(stdout.contains("trace: unsupported_kind: 1"), "{stdout}");
 }
+
+#[test]
+fn every_verb_documents_itself() {
+    for verb in [&["--help"][..], &["demo", "--help"], &["tail", "--help"], &["schemas", "--help"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubefacts")).args(verb).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains("Usage: kubefacts"), "{verb:?}: {text}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts")).args(["tail", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--topic", "--from-beginning", "--until-idle", "--bootstrap", "--registry"] {
+        assert!(text.contains(flag), "tail --help lacks {flag}: {text}");
+    }
+}
