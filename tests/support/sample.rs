@@ -39,10 +39,13 @@ fn fill(schema: &Schema, names: &HashMap<Name, Schema>, seed: u64, depth: u64) -
         } else {
             (0..2).map(|i| fill(&a.items, names, seed + i, depth + 1)).collect()
         }),
+        // One entry: apache-avro's `Value::Map` is a HashMap, so two entries would encode
+        // in a different order per process and byte-exact golden files could not hold.
+        // (Typed records use BTreeMap and encode deterministically.)
         Schema::Map(m) => Value::Map(if sparse {
             HashMap::new()
         } else {
-            (0..2).map(|i| (format!("k{i}"), fill(&m.types, names, seed + i, depth + 1))).collect()
+            HashMap::from([("k0".to_owned(), fill(&m.types, names, seed, depth + 1))])
         }),
         Schema::Union(u) => {
             let variants = u.variants();
