@@ -33,15 +33,20 @@ if [[ "${#pids[@]}" == 0 ]]; then
   exit 0
 fi
 
+# Whether any of our servers still runs (a zombie has an empty command line, so it does not
+# count as running).
+any_alive() {
+  local i
+  for i in "${!pids[@]}"; do
+    if pid_is_ours "${pids[$i]}" "-Dkubefacts.infra=${names[$i]}"; then return 0; fi
+  done
+  return 1
+}
+
 T0="$(now)"
 deadline=$((SECONDS + GRACE_SECONDS))
 while ((SECONDS < deadline)); do
-  alive=0
-  for i in "${!pids[@]}"; do
-    # (a zombie has an empty command line, so it does not count as running)
-    if pid_is_ours "${pids[$i]}" "-Dkubefacts.infra=${names[$i]}"; then alive=1; fi
-  done
-  ((alive)) || break
+  any_alive || break
   sleep 0.2
 done
 
@@ -53,11 +58,7 @@ for i in "${!pids[@]}"; do
 done
 # A killed process is gone once the kernel reaps it; give it a moment so ports are free.
 for _ in $(seq 1 50); do
-  alive=0
-  for i in "${!pids[@]}"; do
-    if pid_is_ours "${pids[$i]}" "-Dkubefacts.infra=${names[$i]}"; then alive=1; fi
-  done
-  ((alive)) || break
+  any_alive || break
   sleep 0.1
 done
 rm -f "$RUN_DIR/env"
