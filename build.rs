@@ -4,7 +4,8 @@
 use std::{env, fs, path::Path};
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas");
+    let manifest = env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join("schemas");
     println!("cargo::rerun-if-changed={}", root.display());
 
     let mut current = Vec::new();

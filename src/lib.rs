@@ -12,5 +12,6 @@ pub mod cli;
 pub mod codec;
 pub mod config;
 pub mod observe;
+pub mod runtime;
 pub mod telemetry;
 pub mod trace;

@@ -78,5 +78,9 @@ async fn written_bytes_match_the_golden_files_and_decode_back() {
             }
         }
     }
-    assert_eq!(checked, 2 * 12, "11 schemas with one revision each, job-observation with two");
+    let frozen = fs::read_dir(support::repo_path("schemas/revisions"))
+        .unwrap()
+        .map(|d| fs::read_dir(d.unwrap().path()).unwrap().count())
+        .sum::<usize>();
+    assert_eq!(checked, 2 * frozen, "two records for every frozen revision on disk");
 }

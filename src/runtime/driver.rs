@@ -1,0 +1,263 @@
+//! The in-memory driver: runs processors over topics held in memory, with no broker, in
+//! exactly the order the Kafka runtime does (per task: the deterministic merge of its
+//! co-partitioned inputs). `replay`, `demo` and unit tests use it.
+//!
+//! What "the same output" means across drivers: Kafka orders records per partition, and
+//! two tasks writing to one output partition interleave in whatever order their
+//! transactions commit. So outputs are identical per key (and per task), dead letters per
+//! partition, and changelogs in the state they rebuild (the driver writes a change per
+//! record, the Kafka runtime one per key per transaction); the interleaving of different
+//! tasks' records is not defined, here or in Kafka.
+
+use thiserror::Error;
+
+use super::{
+    deadletter::{DeadLetter, Source},
+    partitioner::partition_for_key,
+    processor::{DecodeInput, OutputRecord, Outputs, Processor, RecordMeta},
+    task::{Merger, Task},
+};
+use crate::codec::{Codec, RecordWriter};
+
+/// One record as a topic partition holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    /// Key bytes.
+    pub key: Option<Vec<u8>>,
+    /// Value bytes; `None` for tombstones and forwarded heartbeats.
+    pub value: Option<Vec<u8>>,
+    /// Timestamp, epoch ms.
+    pub timestamp_ms: i64,
+    /// Whether the record carries the heartbeat header (stream time only).
+    pub heartbeat: bool,
+}
+
+/// A topic in memory: its partitions, each a list of records in offset order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemTopic {
+    /// Topic name.
+    pub name: String,
+    /// Records per partition; the index in the list is the offset.
+    pub partitions: Vec<Vec<LogRecord>>,
+}
+
+impl MemTopic {
+    /// An empty topic with `partitions` partitions.
+    pub fn new(name: impl Into<String>, partitions: i32) -> Self {
+        Self { name: name.into(), partitions: vec![Vec::new(); partitions.max(1) as usize] }
+    }
+
+    /// Partition count.
+    pub fn partition_count(&self) -> i32 {
+        self.partitions.len() as i32
+    }
+
+    /// Appends a record to a partition.
+    pub fn append(&mut self, partition: i32, record: LogRecord) {
+        self.partitions[partition as usize].push(record);
+    }
+
+    /// Appends a keyed record to the partition its key hashes to (Java's murmur2), or, when
+    /// keyless, to every partition (markers and heartbeats are written to each).
+    pub fn produce(
+        &mut self,
+        key: Option<&[u8]>,
+        value: Option<Vec<u8>>,
+        timestamp_ms: i64,
+        heartbeat: bool,
+    ) {
+        let record = LogRecord { key: key.map(<[u8]>::to_vec), value, timestamp_ms, heartbeat };
+        match key {
+            Some(k) => self.append(partition_for_key(k, self.partition_count()), record),
+            None => (0..self.partition_count()).for_each(|p| self.append(p, record.clone())),
+        }
+    }
+
+    /// Records in all partitions.
+    pub fn len(&self) -> usize {
+        self.partitions.iter().map(Vec::len).sum()
+    }
+
+    /// Whether the topic holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Why a driver run could not start.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum DriverError {
+    /// Co-partitioned inputs differ in partition count (DESIGN §2: refuse to run).
+    #[error("co-partitioned inputs must have equal partition counts: {counts}")]
+    NotCopartitioned {
+        /// `topic: count` for each input.
+        counts: String,
+    },
+    /// The number of output topics does not match the writers given.
+    #[error("{ports} output ports but {topics} output topics")]
+    Outputs {
+        /// Ports declared.
+        ports: usize,
+        /// Topics given.
+        topics: usize,
+    },
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct DriverRun {
+    /// One topic per output port.
+    pub outputs: Vec<MemTopic>,
+    /// One changelog per store, named `<processor>-<store>-changelog`, a partition per task.
+    pub changelogs: Vec<MemTopic>,
+    /// Records that could not be used, in the order they were met.
+    pub dead_letters: Vec<DeadLetter>,
+    /// Input records read (heartbeats included).
+    pub records_in: u64,
+}
+
+/// Writers and topics for a processor's outputs.
+#[derive(Debug)]
+pub struct OutputTopics {
+    /// One writer per port, in port order.
+    pub writers: Vec<RecordWriter>,
+    /// One empty topic per port (name and partition count), in port order.
+    pub topics: Vec<MemTopic>,
+}
+
+/// Runs `make(partition)` processors over co-partitioned `inputs`, one task per partition.
+pub async fn run<P, F>(
+    processor_name: &str,
+    codec: &Codec,
+    inputs: &[&MemTopic],
+    outputs: OutputTopics,
+    mut make: F,
+) -> Result<DriverRun, DriverError>
+where
+    P: Processor,
+    F: FnMut(i32) -> P,
+{
+    let partitions = inputs.first().map_or(1, |t| t.partition_count());
+    if inputs.iter().any(|t| t.partition_count() != partitions) {
+        let counts =
+            inputs.iter().map(|t| format!("{}: {}", t.name, t.partition_count())).collect::<Vec<_>>();
+        return Err(DriverError::NotCopartitioned { counts: counts.join(", ") });
+    }
+    if outputs.writers.len() != outputs.topics.len() {
+        return Err(DriverError::Outputs { ports: outputs.writers.len(), topics: outputs.topics.len() });
+    }
+    let counts: Vec<i32> = outputs.topics.iter().map(MemTopic::partition_count).collect();
+    let mut out_topics = outputs.topics;
+    let mut writers = Some(outputs.writers);
+    let mut changelogs: Vec<MemTopic> = Vec::new();
+    let mut run =
+        DriverRun { outputs: Vec::new(), changelogs: Vec::new(), dead_letters: Vec::new(), records_in: 0 };
+
+    for partition in 0..partitions {
+        // Writers are cheap to rebuild but not Clone: move them into each task and back.
+        let task_writers = writers.take().expect("writers returned after each task");
+        let mut task = Task::new(partition, make(partition), Outputs::new(task_writers, counts.clone()));
+        if changelogs.is_empty() {
+            changelogs = task
+                .store_names()
+                .iter()
+                .map(|s| MemTopic::new(format!("{processor_name}-{s}-changelog"), partitions))
+                .collect();
+        }
+        let mut merger = Merger::new(inputs.len());
+        for (i, topic) in inputs.iter().enumerate() {
+            for (offset, rec) in topic.partitions[partition as usize].iter().enumerate() {
+                merger.push(i, rec.timestamp_ms, offset as i64, (i, offset as i64, rec));
+            }
+        }
+        while let Some((input, offset, rec)) = merger.pop(true) {
+            run.records_in += 1;
+            step(
+                processor_name,
+                codec,
+                &mut task,
+                inputs[input],
+                input,
+                partition,
+                offset,
+                rec,
+                &mut run.dead_letters,
+            )
+            .await;
+            for out in task.take_outputs() {
+                route(&mut out_topics, out);
+            }
+            for (store, (key, value)) in task.take_changes() {
+                let change =
+                    LogRecord { key: Some(key), value, timestamp_ms: rec.timestamp_ms, heartbeat: false };
+                changelogs[store].append(partition, change);
+            }
+        }
+        writers = Some(task.into_writers());
+    }
+    run.outputs = out_topics;
+    run.changelogs = changelogs;
+    Ok(run)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn step<P: Processor>(
+    processor_name: &str,
+    codec: &Codec,
+    task: &mut Task<P>,
+    topic: &MemTopic,
+    input: usize,
+    partition: i32,
+    offset: i64,
+    rec: &LogRecord,
+    dead_letters: &mut Vec<DeadLetter>,
+) {
+    if rec.heartbeat {
+        task.advance(rec.timestamp_ms);
+        return;
+    }
+    let source = Source {
+        topic: &topic.name,
+        partition,
+        offset,
+        timestamp_ms: Some(rec.timestamp_ms),
+        key: rec.key.as_deref(),
+        value: rec.value.as_deref(),
+        processor: processor_name,
+        stream_time: task.stream_time(),
+    };
+    let Some(value) = rec.value.as_deref() else {
+        dead_letters.push(DeadLetter::new(
+            source,
+            "null_value",
+            "a record with a null value and no heartbeat header".into(),
+        ));
+        return;
+    };
+    let decoded = match P::Input::decode(input, codec, value).await {
+        Ok(d) => d,
+        Err(e) => {
+            dead_letters.push(DeadLetter::undecodable(source, &e));
+            return;
+        }
+    };
+    let meta = RecordMeta { input, partition, offset, timestamp_ms: rec.timestamp_ms, key: rec.key.clone() };
+    if let Err(e) = task.process(decoded, &meta) {
+        dead_letters.push(DeadLetter::new(source, e.reason, e.detail));
+    }
+}
+
+fn route(topics: &mut [MemTopic], out: OutputRecord) {
+    let topic = &mut topics[out.port];
+    let record = LogRecord {
+        key: Some(out.key),
+        value: out.value,
+        timestamp_ms: out.timestamp_ms,
+        heartbeat: out.heartbeat,
+    };
+    let partition = out.partition.unwrap_or_else(|| {
+        partition_for_key(record.key.as_deref().unwrap_or_default(), topic.partition_count())
+    });
+    topic.append(partition, record);
+}

@@ -1,0 +1,43 @@
+//! The processor runtime (DESIGN §4), modelled on Kafka Streams.
+//!
+//! A **processor** is a pure state machine: it receives a decoded record, the record's
+//! metadata and the task's stream time, updates its state stores and emits output records;
+//! it is called again whenever stream time advances (windows, sweeps). It does no I/O, reads
+//! no clock and draws no random numbers, so the same input log always yields the same
+//! outputs — in the Kafka runtime and in the in-memory driver alike.
+//!
+//! * [`processor`]: the [`Processor`] trait, record metadata, [`Outputs`].
+//! * [`store`]: state stores whose changes go to compacted changelog topics.
+//! * [`task`]: one processor instance per partition, with stream time and the
+//!   deterministic merge of co-partitioned inputs.
+//! * [`driver`]: the in-memory driver (no broker) used by `replay`, `demo` and tests.
+//! * [`partitioner`]: Kafka's Java murmur2 partitioner, bit for bit.
+//! * [`topics`]: topic creation and the co-partitioning check.
+//! * [`deadletter`]: the dead-letter record.
+//! * [`probe`]: a trivial counting processor for the runtime's own tests and benchmark.
+
+pub mod deadletter;
+pub mod driver;
+pub mod partitioner;
+pub mod probe;
+pub mod processor;
+pub mod store;
+pub mod task;
+pub mod topics;
+
+#[cfg(test)]
+mod tests;
+
+pub use processor::{DecodeInput, OutputPort, OutputRecord, Outputs, ProcessError, Processor, RecordMeta};
+pub use store::{KvStore, StateStore, StoreError};
+pub use task::{Merger, Task};
+
+/// Stream time: epoch milliseconds taken from record timestamps in the log, never from a
+/// clock (DESIGN §3).
+pub type StreamTime = i64;
+
+/// Header that marks a record carrying only stream time (a forwarded heartbeat): its value
+/// is null and its timestamp is the stream time of the stage that wrote it.
+pub const HEARTBEAT_HEADER: &str = "kubefacts-heartbeat";
+/// Key of forwarded heartbeats (compacted topics need a key; a null value deletes nothing).
+pub const HEARTBEAT_KEY: &[u8] = b"kubefacts.heartbeat";

@@ -1,0 +1,163 @@
+//! The processor contract: a pure state machine over decoded records and stream time.
+
+use std::future::Future;
+
+use serde::Serialize;
+
+use super::{HEARTBEAT_KEY, StreamTime, store::StateStore};
+use crate::codec::{Codec, CodecError, RecordWriter};
+
+/// Where a record came from and when it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordMeta {
+    /// Index of the input (in the order the processor declares its inputs).
+    pub input: usize,
+    /// Partition (the task's partition for co-partitioned inputs).
+    pub partition: i32,
+    /// Offset within the partition.
+    pub offset: i64,
+    /// Record timestamp, epoch ms (the observation time set by the publisher).
+    pub timestamp_ms: i64,
+    /// The Kafka key.
+    pub key: Option<Vec<u8>>,
+}
+
+/// Decodes the raw value of one input record into a processor's input type.
+pub trait DecodeInput: Sized + Send {
+    /// Decodes a record value of input `input` (the processor's input index).
+    fn decode(
+        input: usize,
+        codec: &Codec,
+        bytes: &[u8],
+    ) -> impl Future<Output = Result<Self, CodecError>> + Send;
+}
+
+/// A processor rejected a record it could decode (semantically invalid): the runtime
+/// dead-letters it with this reason and goes on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {detail}")]
+pub struct ProcessError {
+    /// Bounded reason code for metrics and the dead-letter record, e.g. `unknown_event`.
+    pub reason: &'static str,
+    /// What was wrong, for people.
+    pub detail: String,
+}
+
+/// What a processor declares about one of its outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputPort {
+    /// Topic name key in the pipeline configuration (e.g. `job_run_facts`).
+    pub topic: &'static str,
+    /// Full name of the Avro record written there.
+    pub record: &'static str,
+    /// Whether records supersede each other by key (the topic is compacted).
+    pub compacted: bool,
+}
+
+/// A pure, deterministic state machine. One instance runs per task (input partition).
+pub trait Processor: Send {
+    /// The decoded input, usually an enum over the processor's input topics.
+    type Input: DecodeInput;
+
+    /// The processor's state stores, backed by changelog topics and restored before the
+    /// task processes anything. All state that must survive a restart lives in them.
+    fn stores(&mut self) -> Vec<&mut dyn StateStore>;
+
+    /// Handles one record at stream time `now` (already advanced to this record).
+    fn process(
+        &mut self,
+        input: Self::Input,
+        meta: &RecordMeta,
+        now: StreamTime,
+        out: &mut Outputs,
+    ) -> Result<(), ProcessError>;
+
+    /// Called when stream time advances (after the record that advanced it), to close
+    /// windows and run sweeps.
+    fn on_stream_time(&mut self, now: StreamTime, out: &mut Outputs);
+}
+
+/// One record a processor emitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputRecord {
+    /// Index into the processor's output ports.
+    pub port: usize,
+    /// The Kafka key.
+    pub key: Vec<u8>,
+    /// The encoded value; `None` is a tombstone or a forwarded heartbeat.
+    pub value: Option<Vec<u8>>,
+    /// Timestamp: the stream time at emission.
+    pub timestamp_ms: i64,
+    /// `Some` for records written to one explicit partition (forwarded heartbeats go to
+    /// each); `None` partitions by key with the Java-compatible murmur2.
+    pub partition: Option<i32>,
+    /// Whether this is a forwarded heartbeat (carries the heartbeat header).
+    pub heartbeat: bool,
+}
+
+/// The emit side of a processor call: encodes as it goes, with one writer per port.
+#[derive(Debug)]
+pub struct Outputs {
+    writers: Vec<RecordWriter>,
+    partitions: Vec<i32>,
+    now: StreamTime,
+    records: Vec<OutputRecord>,
+}
+
+impl Outputs {
+    /// Outputs for ports with these writers and partition counts.
+    pub fn new(writers: Vec<RecordWriter>, partitions: Vec<i32>) -> Self {
+        assert_eq!(writers.len(), partitions.len(), "one partition count per port");
+        Self { writers, partitions, now: i64::MIN, records: Vec::new() }
+    }
+
+    pub(crate) fn set_now(&mut self, now: StreamTime) {
+        self.now = now;
+    }
+
+    /// Emits `value` on `port`, keyed by `key`, timestamped with the current stream time.
+    pub fn emit<T: Serialize>(
+        &mut self,
+        port: usize,
+        key: impl Into<Vec<u8>>,
+        value: &T,
+    ) -> Result<(), CodecError> {
+        let value = self.writers[port].encode(value)?;
+        self.push(port, key.into(), Some(value), None, false);
+        Ok(())
+    }
+
+    /// Emits a tombstone for `key` on `port` (a compacted topic forgets the key).
+    pub fn tombstone(&mut self, port: usize, key: impl Into<Vec<u8>>) {
+        self.push(port, key.into(), None, None, false);
+    }
+
+    /// Writes the current stream time to every partition of `port`, so a downstream stage
+    /// advances in a quiet period too.
+    pub fn forward_stream_time(&mut self, port: usize) {
+        for p in 0..self.partitions[port] {
+            self.push(port, HEARTBEAT_KEY.to_vec(), None, Some(p), true);
+        }
+    }
+
+    fn push(
+        &mut self,
+        port: usize,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+        partition: Option<i32>,
+        heartbeat: bool,
+    ) {
+        self.records.push(OutputRecord { port, key, value, timestamp_ms: self.now, partition, heartbeat });
+    }
+
+    /// The writers, back from a finished task.
+    pub fn into_writers(self) -> Vec<RecordWriter> {
+        self.writers
+    }
+
+    /// Takes the records emitted so far, in emission order.
+    pub fn take(&mut self) -> Vec<OutputRecord> {
+        std::mem::take(&mut self.records)
+    }
+}

@@ -1,0 +1,134 @@
+//! Runtime core tests with the probe processor over in-memory topics.
+
+use std::collections::BTreeMap;
+
+use super::{
+    deadletter::DeadLetter,
+    driver::{self, DriverError, LogRecord, MemTopic, OutputTopics},
+    probe::{KeyedCount, Probe},
+    task::Task,
+};
+use crate::codec::{Codec, Framing, RecordWriter};
+
+fn writer(codec: &Codec, name: &str) -> RecordWriter {
+    let known = codec.schemas().current(name).unwrap();
+    RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint }).unwrap()
+}
+
+/// `n` keyed probe inputs over `keys` keys, with corrupt values at every 97th record.
+fn input(codec: &Codec, partitions: i32, n: usize, keys: usize) -> (MemTopic, usize) {
+    let w = writer(codec, KeyedCount::FULL_NAME);
+    let mut topic = MemTopic::new("probe-in", partitions);
+    let mut corrupt = 0;
+    for i in 0..n {
+        let key = format!("k{}", i % keys);
+        let value = if i % 97 == 5 {
+            corrupt += 1;
+            b"\x00\x00\x00\x00\x07garbage".to_vec()
+        } else {
+            let rec = KeyedCount { key: key.clone(), count: 0, input_partition: 0, input_offset: 0 };
+            w.encode(&rec).unwrap()
+        };
+        topic.produce(Some(key.as_bytes()), Some(value), 1_000 + i as i64, false);
+    }
+    topic.produce(None, None, 10_000_000, true); // a forwarded heartbeat on every partition
+    (topic, corrupt)
+}
+
+fn outputs(codec: &Codec, partitions: i32) -> OutputTopics {
+    OutputTopics {
+        writers: vec![writer(codec, KeyedCount::FULL_NAME)],
+        topics: vec![MemTopic::new("probe-out", partitions)],
+    }
+}
+
+async fn decoded_outputs(codec: &Codec, topic: &MemTopic) -> BTreeMap<String, Vec<i64>> {
+    let mut per_key: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for rec in topic.partitions.iter().flatten() {
+        let out: KeyedCount = codec.decode_as(rec.value.as_deref().unwrap()).await.unwrap();
+        assert_eq!(rec.key.as_deref(), Some(out.key.as_bytes()), "output keyed by the counted key");
+        per_key.entry(out.key).or_default().push(out.count);
+    }
+    per_key
+}
+
+#[tokio::test]
+async fn every_good_record_is_counted_once_and_every_bad_one_dead_lettered() {
+    let codec = Codec::new(None).unwrap();
+    let (topic, corrupt) = input(&codec, 3, 2_000, 17);
+    let run = driver::run("probe", &codec, &[&topic], outputs(&codec, 2), |_| Probe::new()).await.unwrap();
+
+    assert_eq!(run.records_in as usize, 2_000 + 3, "2000 records and a heartbeat per partition");
+    assert_eq!(run.dead_letters.len(), corrupt);
+    for dl in &run.dead_letters {
+        assert_eq!((dl.reason.as_str(), dl.processor.as_str()), ("no_registry", "probe"));
+        let original = &topic.partitions[dl.source_partition as usize][dl.source_offset as usize];
+        assert_eq!(dl.value, original.value, "the dead letter holds the original bytes");
+    }
+    let per_key = decoded_outputs(&codec, &run.outputs[0]).await;
+    let total: usize = per_key.values().map(Vec::len).sum();
+    assert_eq!(total, 2_000 - corrupt);
+    for (key, counts) in &per_key {
+        let expected: Vec<i64> = (1..=counts.len() as i64).collect();
+        assert_eq!(counts, &expected, "{key}: counts 1..n, no gap, no repeat");
+    }
+}
+
+#[tokio::test]
+async fn state_rebuilt_from_the_changelog_equals_the_state_that_wrote_it() {
+    let codec = Codec::new(None).unwrap();
+    let (topic, _) = input(&codec, 3, 1_000, 11);
+    let run = driver::run("probe", &codec, &[&topic], outputs(&codec, 1), |_| Probe::new()).await.unwrap();
+    let changelog = &run.changelogs[0];
+    assert_eq!(changelog.name, "probe-counts-changelog");
+    let per_key = decoded_outputs(&codec, &run.outputs[0]).await;
+
+    for partition in 0..3 {
+        let mut task = Task::new(partition, Probe::new(), super::Outputs::new(vec![], vec![]));
+        for LogRecord { key, value, .. } in &changelog.partitions[partition as usize] {
+            task.restore(0, key.as_deref().unwrap(), value.as_deref()).unwrap();
+        }
+        for (key, counts) in &per_key {
+            let owner = super::partitioner::partition_for_key(key.as_bytes(), 3);
+            let expected = if owner == partition { counts.len() as i64 } else { 0 };
+            assert_eq!(task.processor().count(key), expected, "{key} on partition {partition}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn two_runs_over_the_same_log_are_identical() {
+    let codec = Codec::new(None).unwrap();
+    let (topic, _) = input(&codec, 3, 500, 7);
+    let a = driver::run("probe", &codec, &[&topic], outputs(&codec, 2), |_| Probe::new()).await.unwrap();
+    let b = driver::run("probe", &codec, &[&topic], outputs(&codec, 2), |_| Probe::new()).await.unwrap();
+    assert_eq!(a.outputs, b.outputs);
+    assert_eq!(a.changelogs, b.changelogs);
+    assert_eq!(a.dead_letters, b.dead_letters);
+}
+
+#[tokio::test]
+async fn inputs_with_different_partition_counts_are_refused() {
+    let codec = Codec::new(None).unwrap();
+    let (a, _) = input(&codec, 3, 10, 2);
+    let b = MemTopic::new("other", 2);
+    let err =
+        driver::run("probe", &codec, &[&a, &b], outputs(&codec, 1), |_| Probe::new()).await.unwrap_err();
+    assert!(matches!(err, DriverError::NotCopartitioned { .. }));
+    assert_eq!(
+        err.to_string(),
+        "co-partitioned inputs must have equal partition counts: probe-in: 3, other: 2"
+    );
+}
+
+#[test]
+fn dead_letters_record_null_values_too() {
+    let codec = Codec::new(None).unwrap();
+    let mut topic = MemTopic::new("probe-in", 1);
+    topic.append(0, LogRecord { key: Some(b"k".to_vec()), value: None, timestamp_ms: 5, heartbeat: false });
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let run =
+        rt.block_on(driver::run("probe", &codec, &[&topic], outputs(&codec, 1), |_| Probe::new())).unwrap();
+    let reasons: Vec<&str> = run.dead_letters.iter().map(|d: &DeadLetter| d.reason.as_str()).collect();
+    assert_eq!(reasons, ["null_value"]);
+}
