@@ -31,7 +31,9 @@ where
 pub fn init(format: LogFormat) -> SdkTracerProvider {
     let provider = SdkTracerProvider::builder().build();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Colour only on a terminal: logs captured to files stay plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);
     let fmt = match format {
         LogFormat::Text => fmt.boxed(),
         LogFormat::Json => fmt.json().boxed(),

@@ -1,12 +1,14 @@
 //! The `kubefacts` command line: one module per verb, each a thin shell over the library.
 
 mod demo;
+mod process;
 mod schemas;
 mod tail;
 
 use clap::{Parser, Subcommand};
 
 pub use demo::DemoArgs;
+pub use process::ProcessArgs;
 pub use schemas::SchemasArgs;
 pub use tail::TailArgs;
 
@@ -27,6 +29,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the pipeline on a bundled cluster trace, in memory: no broker, no cluster.
     Demo(DemoArgs),
+    /// Run a processor on Kafka, exactly once (consume, process, produce and commit in one
+    /// transaction).
+    Process(ProcessArgs),
     /// Decode a topic's Avro records (Confluent or single-object framing) to JSON lines.
     Tail(TailArgs),
     /// List the embedded schemas and check their evolution (BACKWARD_TRANSITIVE).
@@ -39,6 +44,7 @@ impl Cli {
         match self.command {
             Command::Demo(args) => demo::run(args).await,
             Command::Tail(args) => tail::run(args).await,
+            Command::Process(args) => process::run(args).await,
             Command::Schemas(args) => schemas::run(args),
         }
     }

@@ -18,6 +18,7 @@
 
 pub mod deadletter;
 pub mod driver;
+pub mod kafka;
 pub mod partitioner;
 pub mod probe;
 pub mod processor;

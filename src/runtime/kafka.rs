@@ -1,0 +1,723 @@
+//! The Kafka shell around tasks: consume → process → produce outputs, changelog writes,
+//! dead letters and input offsets in one transaction (exactly-once, DESIGN §4).
+//!
+//! The loop runs on one dedicated thread (`run_blocking`), so librdkafka's blocking
+//! transaction calls never stall the async runtime; the codec's rare registry look-ups go
+//! back to the async runtime through its handle.
+//!
+//! One iteration: poll a batch (no transaction is open while polling, so a rebalance never
+//! lands mid-transaction); apply revocations (drop the tasks and what they buffered) and
+//! assignments (create tasks, restore their stores from the changelogs up to the last
+//! stable offset); begin a transaction; feed each task its records in merge order; produce
+//! what they emitted and their store changes; send the consumed offsets with the group's
+//! metadata (which fences zombies: a member that left the group cannot commit); commit.
+//! Any failure aborts: every task is dropped and restored from its changelog, and the
+//! consumer rewinds to the committed offsets, so nothing is half-applied.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use rdkafka::{
+    ClientConfig, ClientContext, Message, Offset, TopicPartitionList,
+    consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance},
+    error::KafkaError,
+    message::{BorrowedMessage, Header, Headers, OwnedHeaders},
+    producer::{BaseRecord, Producer, ThreadedProducer},
+};
+use thiserror::Error;
+use tokio::runtime::Handle;
+
+use super::{
+    HEARTBEAT_HEADER,
+    deadletter::{self, DeadLetter, Source},
+    partitioner::partition_for_key,
+    processor::{DecodeInput, OutputPort, OutputRecord, Outputs, Processor, RecordMeta},
+    task::{Merger, Task},
+};
+use crate::codec::{Codec, CodecError, RecordWriter};
+
+/// How one runtime instance runs.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Kafka bootstrap servers.
+    pub bootstrap: String,
+    /// The application: consumer group id and prefix of changelog topics.
+    pub application_id: String,
+    /// This instance's stable id: its transactional id is `<application_id>-<instance_id>`,
+    /// so a restarted instance fences its previous incarnation.
+    pub instance_id: String,
+    /// Name of the processor (part of changelog topic names and dead letters).
+    pub processor: String,
+    /// Input topics, co-partitioned, in the processor's input order.
+    pub inputs: Vec<String>,
+    /// Output topics, one per output port.
+    pub outputs: Vec<String>,
+    /// The dead-letter topic.
+    pub dead_letter: String,
+    /// Most records taken into one transaction.
+    pub max_batch_records: usize,
+    /// Longest time spent filling one batch, in milliseconds.
+    pub commit_interval_ms: u64,
+    /// How long a task waits for a record on every co-partitioned input before it
+    /// processes what it has, in milliseconds (deterministic order while inputs flow).
+    pub max_task_idle_ms: u64,
+    /// Broker-side transaction timeout, in milliseconds: how long a crashed instance's
+    /// open transaction blocks read_committed readers.
+    pub transaction_timeout_ms: u64,
+    /// Consumer group session timeout, in milliseconds: how soon a crashed instance's
+    /// partitions move.
+    pub session_timeout_ms: u64,
+}
+
+impl RuntimeConfig {
+    /// Defaults for everything but the names.
+    pub fn new(bootstrap: &str, application_id: &str, instance_id: &str, processor: &str) -> Self {
+        Self {
+            bootstrap: bootstrap.to_owned(),
+            application_id: application_id.to_owned(),
+            instance_id: instance_id.to_owned(),
+            processor: processor.to_owned(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            dead_letter: format!("{application_id}.dead-letter.v1"),
+            max_batch_records: 2_000,
+            commit_interval_ms: 100,
+            max_task_idle_ms: 500,
+            transaction_timeout_ms: 10_000,
+            session_timeout_ms: 10_000,
+        }
+    }
+
+    /// The changelog topic of one store.
+    pub fn changelog_topic(&self, store: &str) -> String {
+        format!("{}-{}-{store}-changelog", self.application_id, self.processor)
+    }
+}
+
+/// Why the runtime stopped with an error.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// A Kafka client could not be created or a call failed for good.
+    #[error("kafka: {context}: {source}")]
+    Kafka {
+        /// What was being done.
+        context: &'static str,
+        /// The client error.
+        #[source]
+        source: KafkaError,
+    },
+    /// Another instance with the same transactional id took over: this one is a zombie.
+    #[error("fenced: another instance with transactional id {transactional_id} is running; stopping")]
+    Fenced {
+        /// The transactional id.
+        transactional_id: String,
+    },
+    /// Output writers could not be set up (schema registration).
+    #[error("setting up the output writers: {0}")]
+    Codec(#[from] CodecError),
+    /// A changelog record could not be applied: the state cannot be trusted.
+    #[error("restoring {topic}[{partition}]: {source}")]
+    Restore {
+        /// The changelog topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// What was wrong.
+        #[source]
+        source: super::store::StoreError,
+    },
+    /// The topics do not exist with the partition counts the pipeline needs.
+    #[error(transparent)]
+    Topics(#[from] super::topics::TopicsError),
+}
+
+fn kafka(context: &'static str) -> impl FnOnce(KafkaError) -> RuntimeError {
+    move |source| RuntimeError::Kafka { context, source }
+}
+
+/// Counters of one instance; cheap to read from another thread.
+#[derive(Debug, Default)]
+pub struct RuntimeStats {
+    /// Input records consumed and processed (heartbeats included).
+    pub records_in: AtomicU64,
+    /// Output records produced (forwarded heartbeats included).
+    pub records_out: AtomicU64,
+    /// Records dead-lettered.
+    pub dead_lettered: AtomicU64,
+    /// Transactions committed.
+    pub commits: AtomicU64,
+    /// Transactions aborted.
+    pub aborts: AtomicU64,
+    /// Changelog records applied during restores.
+    pub restored: AtomicU64,
+    /// Milliseconds spent restoring.
+    pub restore_ms: AtomicU64,
+}
+
+/// Rebalance events, recorded by the consumer's callbacks (which run inside `poll`) and
+/// applied by the loop between transactions.
+#[derive(Default, Clone)]
+struct RebalanceLog {
+    events: Arc<Mutex<Vec<RebalanceEvent>>>,
+}
+
+enum RebalanceEvent {
+    Assigned(Vec<(String, i32)>),
+    Revoked(Vec<(String, i32)>),
+}
+
+impl ClientContext for RebalanceLog {}
+
+impl ConsumerContext for RebalanceLog {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            self.events.lock().expect("rebalance log").push(RebalanceEvent::Revoked(pairs(tpl)));
+        }
+    }
+
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            self.events.lock().expect("rebalance log").push(RebalanceEvent::Assigned(pairs(tpl)));
+        }
+    }
+}
+
+fn pairs(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
+    tpl.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect()
+}
+
+/// A record taken from the consumer, waiting in its task's merger.
+struct Pending {
+    input: usize,
+    offset: i64,
+    timestamp_ms: i64,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    heartbeat: bool,
+}
+
+impl Pending {
+    fn from_message(input: usize, m: &BorrowedMessage<'_>) -> Self {
+        let heartbeat = m.headers().is_some_and(|h| h.iter().any(|h| h.key == HEARTBEAT_HEADER));
+        Self {
+            input,
+            offset: m.offset(),
+            timestamp_ms: m.timestamp().to_millis().unwrap_or(0),
+            key: m.key().map(<[u8]>::to_vec),
+            value: m.payload().map(<[u8]>::to_vec),
+            heartbeat,
+        }
+    }
+}
+
+struct TaskSlot<P> {
+    task: Task<P>,
+    merger: Merger<Pending>,
+    waiting_since: Option<Instant>,
+}
+
+/// Runs one instance until `stop` is set (then commits what it has and leaves the group)
+/// or an unrecoverable error. Blocking: call it on a dedicated thread (for example with
+/// `tokio::task::spawn_blocking`); `handle` serves the codec's registry look-ups.
+pub fn run_blocking<P, F>(
+    cfg: &RuntimeConfig,
+    codec: &Codec,
+    handle: &Handle,
+    ports: &[OutputPort],
+    mut make: F,
+    stop: &AtomicBool,
+    stats: &RuntimeStats,
+) -> Result<(), RuntimeError>
+where
+    P: Processor,
+    F: FnMut(i32) -> P,
+{
+    let transactional_id = format!("{}-{}", cfg.application_id, cfg.instance_id);
+    let metadata_client: BaseConsumer =
+        client_config(cfg).create().map_err(kafka("creating a metadata client"))?;
+    let partition_count = |topic: &str| -> Result<i32, RuntimeError> {
+        let md = metadata_client
+            .fetch_metadata(Some(topic), Duration::from_secs(30))
+            .map_err(kafka("reading topic metadata"))?;
+        Ok(md.topics().first().map_or(0, |t| t.partitions().len() as i32))
+    };
+    let output_partitions: Vec<i32> =
+        cfg.outputs.iter().map(|t| partition_count(t)).collect::<Result<_, _>>()?;
+    let dead_letter_partitions = partition_count(&cfg.dead_letter)?.max(1);
+    let writers = |codec: &Codec| -> Result<Vec<RecordWriter>, CodecError> {
+        ports
+            .iter()
+            .zip(&cfg.outputs)
+            .map(|(port, topic)| handle.block_on(codec.value_writer(topic, port.record)))
+            .collect()
+    };
+    let dead_letter_writer = handle.block_on(codec.value_writer(&cfg.dead_letter, deadletter::FULL_NAME))?;
+
+    let producer: ThreadedProducer<_> = client_config(cfg)
+        .set("transactional.id", &transactional_id)
+        .set("transaction.timeout.ms", cfg.transaction_timeout_ms.to_string())
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .create()
+        .map_err(kafka("creating the transactional producer"))?;
+    producer
+        .init_transactions(Duration::from_secs(60))
+        .map_err(|e| fenced_or(e, &transactional_id, "init_transactions"))?;
+
+    let rebalances = RebalanceLog::default();
+    let consumer: BaseConsumer<RebalanceLog> = client_config(cfg)
+        .set("group.id", &cfg.application_id)
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("auto.offset.reset", "earliest")
+        .set("partition.assignment.strategy", "range")
+        .set("session.timeout.ms", cfg.session_timeout_ms.to_string())
+        .create_with_context(rebalances.clone())
+        .map_err(kafka("creating the consumer"))?;
+    let inputs: Vec<&str> = cfg.inputs.iter().map(String::as_str).collect();
+    consumer.subscribe(&inputs).map_err(kafka("subscribing"))?;
+
+    let mut tasks: BTreeMap<i32, TaskSlot<P>> = BTreeMap::new();
+    let mut spare_writers: Option<Vec<RecordWriter>> = None;
+    let input_index: HashMap<&str, usize> = inputs.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+
+    while !stop.load(Ordering::Relaxed) {
+        // 1. Fill a batch; no transaction is open, so rebalances happen only here.
+        let started = Instant::now();
+        let mut taken = 0;
+        while taken < cfg.max_batch_records
+            && started.elapsed() < Duration::from_millis(cfg.commit_interval_ms)
+        {
+            match consumer.poll(Duration::from_millis(20)) {
+                Some(Ok(m)) => {
+                    apply_rebalances(
+                        &rebalances,
+                        &mut tasks,
+                        cfg,
+                        codec,
+                        &mut make,
+                        &writers,
+                        &output_partitions,
+                        &mut spare_writers,
+                        stats,
+                    )?;
+                    let Some(&input) = input_index.get(m.topic()) else { continue };
+                    match tasks.get_mut(&m.partition()) {
+                        Some(slot) => {
+                            let p = Pending::from_message(input, &m);
+                            slot.merger.push(input, p.timestamp_ms, p.offset, p);
+                            taken += 1;
+                        }
+                        // Not processed and not committed: the partition's owner reads it.
+                        None => tracing::warn!(
+                            topic = m.topic(),
+                            partition = m.partition(),
+                            "record of an unassigned partition"
+                        ),
+                    }
+                }
+                Some(Err(e)) => tracing::warn!(error = %e, "consumer error"),
+                None => {}
+            }
+            apply_rebalances(
+                &rebalances,
+                &mut tasks,
+                cfg,
+                codec,
+                &mut make,
+                &writers,
+                &output_partitions,
+                &mut spare_writers,
+                stats,
+            )?;
+        }
+        if tasks.values().all(|s| s.merger.is_empty()) {
+            continue;
+        }
+
+        // 2. One transaction for everything the tasks can process now.
+        producer.begin_transaction().map_err(|e| fenced_or(e, &transactional_id, "begin_transaction"))?;
+        let mut offsets: BTreeMap<(usize, i32), i64> = BTreeMap::new();
+        let mut failed: Option<KafkaError> = None;
+        for (&partition, slot) in tasks.iter_mut() {
+            let idle = slot
+                .waiting_since
+                .is_some_and(|t| t.elapsed() >= Duration::from_millis(cfg.max_task_idle_ms));
+            while let Some(rec) = slot.merger.pop(idle) {
+                offsets.insert((rec.input, partition), rec.offset + 1);
+                stats.records_in.fetch_add(1, Ordering::Relaxed);
+                if let Some(dl) = step(cfg, codec, handle, &mut slot.task, &inputs, partition, &rec) {
+                    stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
+                    let value = dead_letter_writer.encode(&dl)?;
+                    let p = partition % dead_letter_partitions;
+                    if let Err(e) = send(
+                        &producer,
+                        &cfg.dead_letter,
+                        p,
+                        rec.key.as_deref(),
+                        Some(&value),
+                        rec.timestamp_ms,
+                        false,
+                    ) {
+                        failed = Some(e);
+                    }
+                }
+                for out in slot.task.take_outputs() {
+                    stats.records_out.fetch_add(1, Ordering::Relaxed);
+                    if let Err(e) = produce_output(&producer, cfg, &output_partitions, out) {
+                        failed = Some(e);
+                    }
+                }
+            }
+            slot.waiting_since =
+                if slot.merger.is_empty() { None } else { slot.waiting_since.or(Some(Instant::now())) };
+            let stores = slot.task.store_names();
+            for (store, (key, value)) in slot.task.take_changes() {
+                let topic = cfg.changelog_topic(&stores[store]);
+                let ts = slot.task.stream_time().unwrap_or(0);
+                if let Err(e) = send(&producer, &topic, partition, Some(&key), value.as_deref(), ts, false) {
+                    failed = Some(e);
+                }
+            }
+        }
+        let result = match failed {
+            Some(e) => Err(e),
+            None => commit(&producer, &consumer, cfg, &inputs, &offsets),
+        };
+        match result {
+            Ok(()) => {
+                stats.commits.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                if is_fatal(&e) {
+                    return Err(fenced_or(e, &transactional_id, "commit"));
+                }
+                tracing::warn!(error = %e, "aborting the transaction; tasks restart from their changelogs");
+                producer
+                    .abort_transaction(Duration::from_secs(60))
+                    .map_err(|e| fenced_or(e, &transactional_id, "abort"))?;
+                stats.aborts.fetch_add(1, Ordering::Relaxed);
+                // Drop every task and rewind: state and positions return to the last commit.
+                let assigned: Vec<i32> = tasks.keys().copied().collect();
+                for (_, slot) in std::mem::take(&mut tasks) {
+                    spare_writers = Some(slot.task.into_writers());
+                }
+                rewind(&consumer)?;
+                tasks.extend(new_tasks(
+                    &assigned,
+                    cfg,
+                    codec,
+                    &mut make,
+                    &writers,
+                    &output_partitions,
+                    &mut spare_writers,
+                    stats,
+                )?);
+            }
+        }
+    }
+
+    // Leaving: commit what was processed (the loop always ends between transactions) and
+    // leave the group so partitions move at once.
+    consumer.unsubscribe();
+    Ok(())
+}
+
+fn client_config(cfg: &RuntimeConfig) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &cfg.bootstrap);
+    c
+}
+
+fn is_fatal(e: &KafkaError) -> bool {
+    match e {
+        KafkaError::Transaction(t) => t.is_fatal(),
+        _ => false,
+    }
+}
+
+fn fenced_or(e: KafkaError, transactional_id: &str, context: &'static str) -> RuntimeError {
+    let fenced = matches!(
+        e.rdkafka_error_code(),
+        Some(rdkafka::types::RDKafkaErrorCode::Fenced | rdkafka::types::RDKafkaErrorCode::ProducerFenced)
+    ) || is_fatal(&e);
+    if fenced {
+        RuntimeError::Fenced { transactional_id: transactional_id.to_owned() }
+    } else {
+        RuntimeError::Kafka { context, source: e }
+    }
+}
+
+/// Decodes and processes one record; returns a dead letter if it could not be used.
+fn step<P: Processor>(
+    cfg: &RuntimeConfig,
+    codec: &Codec,
+    handle: &Handle,
+    task: &mut Task<P>,
+    inputs: &[&str],
+    partition: i32,
+    rec: &Pending,
+) -> Option<DeadLetter> {
+    if rec.heartbeat {
+        task.advance(rec.timestamp_ms);
+        return None;
+    }
+    let source = Source {
+        topic: inputs[rec.input],
+        partition,
+        offset: rec.offset,
+        timestamp_ms: Some(rec.timestamp_ms),
+        key: rec.key.as_deref(),
+        value: rec.value.as_deref(),
+        processor: &cfg.processor,
+        stream_time: task.stream_time(),
+    };
+    let Some(value) = rec.value.as_deref() else {
+        return Some(DeadLetter::new(
+            source,
+            "null_value",
+            "a record with a null value and no heartbeat header".into(),
+        ));
+    };
+    let decoded = match handle.block_on(P::Input::decode(rec.input, codec, value)) {
+        Ok(d) => d,
+        Err(e) => return Some(DeadLetter::undecodable(source, &e)),
+    };
+    let meta = RecordMeta {
+        input: rec.input,
+        partition,
+        offset: rec.offset,
+        timestamp_ms: rec.timestamp_ms,
+        key: rec.key.clone(),
+    };
+    task.process(decoded, &meta).err().map(|e| DeadLetter::new(source, e.reason, e.detail))
+}
+
+fn produce_output(
+    producer: &ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
+    cfg: &RuntimeConfig,
+    output_partitions: &[i32],
+    out: OutputRecord,
+) -> Result<(), KafkaError> {
+    let topic = &cfg.outputs[out.port];
+    let partition = out.partition.unwrap_or_else(|| partition_for_key(&out.key, output_partitions[out.port]));
+    send(producer, topic, partition, Some(&out.key), out.value.as_deref(), out.timestamp_ms, out.heartbeat)
+}
+
+/// Queues one record, waiting while librdkafka's queue is full.
+fn send(
+    producer: &ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
+    topic: &str,
+    partition: i32,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    timestamp_ms: i64,
+    heartbeat: bool,
+) -> Result<(), KafkaError> {
+    let mut record: BaseRecord<'_, [u8], [u8]> =
+        BaseRecord::to(topic).partition(partition).timestamp(timestamp_ms);
+    if let Some(k) = key {
+        record = record.key(k);
+    }
+    if let Some(v) = value {
+        record = record.payload(v);
+    }
+    if heartbeat {
+        record =
+            record.headers(OwnedHeaders::new().insert(Header { key: HEARTBEAT_HEADER, value: Some("1") }));
+    }
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), r)) => {
+                record = r;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
+fn commit(
+    producer: &ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
+    consumer: &BaseConsumer<RebalanceLog>,
+    cfg: &RuntimeConfig,
+    inputs: &[&str],
+    offsets: &BTreeMap<(usize, i32), i64>,
+) -> Result<(), KafkaError> {
+    let mut tpl = TopicPartitionList::new();
+    for (&(input, partition), &next) in offsets {
+        tpl.add_partition_offset(inputs[input], partition, Offset::Offset(next))?;
+    }
+    let group =
+        consumer.group_metadata().ok_or(KafkaError::Global(rdkafka::types::RDKafkaErrorCode::State))?;
+    let timeout = Duration::from_millis(cfg.transaction_timeout_ms);
+    producer.send_offsets_to_transaction(&tpl, &group, timeout)?;
+    producer.commit_transaction(timeout)
+}
+
+/// Moves every assigned partition back to its committed offset (after an abort).
+fn rewind(consumer: &BaseConsumer<RebalanceLog>) -> Result<(), RuntimeError> {
+    let committed =
+        consumer.committed(Duration::from_secs(30)).map_err(kafka("reading committed offsets"))?;
+    for e in committed.elements() {
+        let offset = match e.offset() {
+            Offset::Offset(o) => Offset::Offset(o),
+            _ => Offset::Beginning,
+        };
+        consumer
+            .seek(e.topic(), e.partition(), offset, Duration::from_secs(30))
+            .map_err(kafka("rewinding"))?;
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn apply_rebalances<P: Processor>(
+    log: &RebalanceLog,
+    tasks: &mut BTreeMap<i32, TaskSlot<P>>,
+    cfg: &RuntimeConfig,
+    codec: &Codec,
+    make: &mut impl FnMut(i32) -> P,
+    writers: &impl Fn(&Codec) -> Result<Vec<RecordWriter>, CodecError>,
+    output_partitions: &[i32],
+    spare: &mut Option<Vec<RecordWriter>>,
+    stats: &RuntimeStats,
+) -> Result<(), RuntimeError> {
+    let events = std::mem::take(&mut *log.events.lock().expect("rebalance log"));
+    for event in events {
+        match event {
+            RebalanceEvent::Revoked(parts) => {
+                for (_, partition) in parts {
+                    if let Some(slot) = tasks.remove(&partition) {
+                        tracing::info!(partition, "task revoked");
+                        *spare = Some(slot.task.into_writers());
+                    }
+                }
+            }
+            RebalanceEvent::Assigned(parts) => {
+                let mut partitions: Vec<i32> =
+                    parts.iter().map(|(_, p)| *p).filter(|p| !tasks.contains_key(p)).collect();
+                partitions.sort_unstable();
+                partitions.dedup();
+                tasks.extend(new_tasks(
+                    &partitions,
+                    cfg,
+                    codec,
+                    make,
+                    writers,
+                    output_partitions,
+                    spare,
+                    stats,
+                )?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Tasks for `partitions`, their stores restored from their changelogs (one restore
+/// consumer for all of them: its start-up, not the records, dominates small restores).
+#[allow(clippy::too_many_arguments)]
+fn new_tasks<P: Processor>(
+    partitions: &[i32],
+    cfg: &RuntimeConfig,
+    codec: &Codec,
+    make: &mut impl FnMut(i32) -> P,
+    writers: &impl Fn(&Codec) -> Result<Vec<RecordWriter>, CodecError>,
+    output_partitions: &[i32],
+    spare: &mut Option<Vec<RecordWriter>>,
+    stats: &RuntimeStats,
+) -> Result<Vec<(i32, TaskSlot<P>)>, RuntimeError> {
+    let mut tasks = Vec::with_capacity(partitions.len());
+    for &partition in partitions {
+        let w = match spare.take() {
+            Some(w) => w,
+            None => writers(codec)?,
+        };
+        tasks.push(Task::new(partition, make(partition), Outputs::new(w, output_partitions.to_vec())));
+    }
+    // (changelog topic, partition) → (task index, store index)
+    let mut sources: HashMap<(String, i32), (usize, usize)> = HashMap::new();
+    for (t, task) in tasks.iter_mut().enumerate() {
+        for (store, name) in task.store_names().iter().enumerate() {
+            sources.insert((cfg.changelog_topic(name), task.partition()), (t, store));
+        }
+    }
+    let started = Instant::now();
+    let applied = restore(cfg, &sources, |(t, store), key, value| tasks[t].restore(store, key, value))?;
+    let ms = started.elapsed().as_millis() as u64;
+    stats.restored.fetch_add(applied, Ordering::Relaxed);
+    stats.restore_ms.fetch_add(ms, Ordering::Relaxed);
+    tracing::info!(?partitions, restored = applied, ms, "tasks assigned and restored");
+    Ok(tasks
+        .into_iter()
+        .map(|task| {
+            (task.partition(), TaskSlot { task, merger: Merger::new(cfg.inputs.len()), waiting_since: None })
+        })
+        .collect())
+}
+
+/// Reads changelog partitions from the start to their last stable offsets, handing each
+/// record to `apply` with the destination its (topic, partition) maps to. One consumer per
+/// changelog topic, so an end-of-partition event (which names only the partition) is
+/// unambiguous.
+fn restore(
+    cfg: &RuntimeConfig,
+    sources: &HashMap<(String, i32), (usize, usize)>,
+    mut apply: impl FnMut((usize, usize), &[u8], Option<&[u8]>) -> Result<(), super::store::StoreError>,
+) -> Result<u64, RuntimeError> {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (topic, partition) in sources.keys() {
+        by_topic.entry(topic).or_default().push(*partition);
+    }
+    let mut applied = 0;
+    for (topic, partitions) in by_topic {
+        // The restore consumer only assigns, reads to the end and goes: its group id is
+        // never joined or committed to, but librdkafka wants one.
+        let consumer: BaseConsumer = client_config(cfg)
+            .set("group.id", format!("{}-restore", cfg.application_id))
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .set("enable.partition.eof", "true")
+            .set("fetch.wait.max.ms", "10")
+            .create()
+            .map_err(kafka("creating the restore consumer"))?;
+        let mut tpl = TopicPartitionList::new();
+        for &p in &partitions {
+            tpl.add_partition_offset(topic, p, Offset::Beginning).map_err(kafka("restore assignment"))?;
+        }
+        consumer.assign(&tpl).map_err(kafka("restore assignment"))?;
+        let mut pending: std::collections::BTreeSet<i32> = partitions.into_iter().collect();
+        while !pending.is_empty() {
+            match consumer.poll(Duration::from_secs(30)) {
+                Some(Ok(m)) => {
+                    let dest = sources[&(topic.to_owned(), m.partition())];
+                    apply(dest, m.key().unwrap_or_default(), m.payload()).map_err(|source| {
+                        RuntimeError::Restore { topic: topic.to_owned(), partition: m.partition(), source }
+                    })?;
+                    applied += 1;
+                }
+                // At the last stable offset: everything committed so far is applied.
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    pending.remove(&p);
+                }
+                Some(Err(e)) => return Err(RuntimeError::Kafka { context: "restoring", source: e }),
+                None => {
+                    return Err(RuntimeError::Kafka {
+                        context: "restoring: no progress in 30 s",
+                        source: KafkaError::Global(rdkafka::types::RDKafkaErrorCode::OperationTimedOut),
+                    });
+                }
+            }
+        }
+    }
+    Ok(applied)
+}

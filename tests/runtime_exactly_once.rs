@@ -1,0 +1,461 @@
+//! The Kafka runtime on the real broker: every input counted exactly once through crashes,
+//! restores and rebalances; bad records dead-lettered with their offsets; the same outputs
+//! as the in-memory driver.
+
+mod support;
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use kubefacts::{
+    codec::{Codec, Framing, RecordWriter},
+    runtime::{
+        deadletter::DeadLetter,
+        driver::{self, MemTopic, OutputTopics},
+        partitioner::partition_for_key,
+        probe::{KeyedCount, Probe},
+    },
+};
+use rdkafka::{
+    ClientConfig, Message, Offset, TopicPartitionList,
+    consumer::{BaseConsumer, Consumer},
+    producer::{BaseRecord, Producer, ThreadedProducer},
+};
+use support::{Infra, infra, unique_name};
+
+const PARTITIONS: i32 = 3;
+
+/// A key or value as read: `None` when absent.
+type Bytes = Option<Vec<u8>>;
+
+fn writer(codec: &Codec, name: &str) -> RecordWriter {
+    let known = codec.schemas().current(name).unwrap();
+    RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint }).unwrap()
+}
+
+/// The input log: `n` records over `keys` keys; every `corrupt_every`-th value is garbage.
+fn input_log(codec: &Codec, n: usize, keys: usize, corrupt_every: usize) -> MemTopic {
+    let w = writer(codec, KeyedCount::FULL_NAME);
+    let mut log = MemTopic::new("in", PARTITIONS);
+    for i in 0..n {
+        let key = format!("key-{}", i % keys);
+        let value = if corrupt_every > 0 && i % corrupt_every == corrupt_every - 1 {
+            format!("not avro {i}").into_bytes()
+        } else {
+            w.encode(&KeyedCount { key: key.clone(), count: 0, input_partition: 0, input_offset: 0 }).unwrap()
+        };
+        log.produce(Some(key.as_bytes()), Some(value), 1_795_946_400_000 + i as i64, false);
+    }
+    log
+}
+
+/// Writes the log to `topic` partition by partition, in order (offsets equal the indexes).
+fn produce_log(infra: &Infra, topic: &str, log: &MemTopic) {
+    let producer: ThreadedProducer<_> = ClientConfig::new()
+        .set("bootstrap.servers", &infra.bootstrap)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "20")
+        .create()
+        .unwrap();
+    for (p, records) in log.partitions.iter().enumerate() {
+        for r in records {
+            let mut rec: BaseRecord<'_, [u8], [u8]> =
+                BaseRecord::to(topic).partition(p as i32).timestamp(r.timestamp_ms);
+            if let Some(k) = &r.key {
+                rec = rec.key(k);
+            }
+            if let Some(v) = &r.value {
+                rec = rec.payload(v);
+            }
+            let mut rec = rec;
+            loop {
+                match producer.send(rec) {
+                    Ok(()) => break,
+                    Err((_, back)) => {
+                        rec = back;
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(60)).unwrap();
+}
+
+/// Every committed record of a topic: (partition, key, value), in partition order.
+fn read_committed(infra: &Infra, topic: &str) -> Vec<(i32, Bytes, Bytes)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &infra.bootstrap)
+        .set("group.id", unique_name("verify"))
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+    let partitions = md.topics()[0].partitions().len() as i32;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let (mut out, mut eof) = (Vec::new(), 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while eof < partitions {
+        assert!(Instant::now() < deadline, "reading {topic} took over 60 s");
+        match consumer.poll(Duration::from_secs(1)) {
+            Some(Ok(m)) => {
+                out.push((m.partition(), m.key().map(<[u8]>::to_vec), m.payload().map(<[u8]>::to_vec)))
+            }
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => eof += 1,
+            Some(Err(e)) => panic!("reading {topic}: {e}"),
+            None => {}
+        }
+    }
+    out
+}
+
+struct Pipeline {
+    app: String,
+    input: String,
+    output: String,
+    dead_letter: String,
+    logs: PathBuf,
+}
+
+impl Pipeline {
+    async fn new(infra: &Infra, name: &str) -> Self {
+        let p = Pipeline {
+            app: unique_name(name),
+            input: infra.topic(&format!("{name}-in"), PARTITIONS).await,
+            output: infra.topic(&format!("{name}-out"), PARTITIONS).await,
+            dead_letter: infra.topic(&format!("{name}-dlq"), PARTITIONS).await,
+            logs: std::env::temp_dir().join(unique_name(name)),
+        };
+        std::fs::create_dir_all(&p.logs).unwrap();
+        p
+    }
+
+    /// Starts `kubefacts process` as its own OS process (so it can be SIGKILLed).
+    fn start(&self, infra: &Infra, instance: &str) -> Child {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.logs.join(format!("{instance}.log")))
+            .unwrap();
+        Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+            .args(["process", "--processor", "probe", "--create-topics", "--partitions", "3"])
+            .args(["--input", &self.input, "--output", &self.output, "--dead-letter", &self.dead_letter])
+            .args(["--application-id", &self.app, "--instance-id", instance, "--bootstrap", &infra.bootstrap])
+            .args(["--session-timeout-ms", "6000"])
+            .env("RUST_LOG", "kubefacts=info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    }
+
+    /// Waits until the output holds `n` committed records (or `secs` pass, or every
+    /// instance in `running` has exited).
+    fn wait_for_outputs(
+        &self,
+        infra: &Infra,
+        n: usize,
+        secs: u64,
+        running: &mut [&mut Child],
+    ) -> Vec<KeyedCount> {
+        let codec = Codec::new(None).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if !running.is_empty() && running.iter_mut().all(|c| c.try_wait().unwrap().is_some()) {
+                panic!("every instance exited:\n{}", self.logs());
+            }
+            let records = read_committed(infra, &self.output);
+            if records.len() >= n || Instant::now() > deadline {
+                let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                return records
+                    .iter()
+                    .map(|(_, _, v)| {
+                        rt.block_on(codec.decode_as::<KeyedCount>(v.as_deref().unwrap())).unwrap()
+                    })
+                    .collect();
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    fn logs(&self) -> String {
+        let mut all = String::new();
+        for e in std::fs::read_dir(&self.logs).unwrap() {
+            let p = e.unwrap().path();
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            all +=
+                &format!("--- {}\n{}\n", p.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        }
+        all
+    }
+}
+
+/// Checks exactly-once: per key the counts are 1..=n with nothing lost or repeated, and
+/// each output answers a distinct input offset.
+fn assert_exactly_once(outputs: &[KeyedCount], log: &MemTopic, context: &str) {
+    let expected = expected_counts(log);
+    let mut seen: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for o in outputs {
+        seen.entry(o.key.clone()).or_default().push(o.count);
+    }
+    let total_expected: i64 = expected.values().sum();
+    assert_eq!(outputs.len() as i64, total_expected, "{context}: one output per good input");
+    for (key, n) in &expected {
+        let mut counts = seen.remove(key).unwrap_or_default();
+        counts.sort_unstable();
+        assert_eq!(counts, (1..=*n).collect::<Vec<_>>(), "{context}: {key} must count 1..={n} exactly once");
+    }
+    assert!(seen.is_empty(), "{context}: outputs for keys never sent: {:?}", seen.keys());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_records_are_dead_lettered_with_their_offsets_and_good_ones_counted_once() {
+    let infra = infra();
+    let codec = Codec::new(None).unwrap();
+    let log = input_log(&codec, 3_000, 50, 41);
+    let p = Pipeline::new(&infra, "dlq").await;
+    produce_log(&infra, &p.input, &log);
+    let mut child = p.start(&infra, "a");
+    let good = log
+        .partitions
+        .iter()
+        .flatten()
+        .filter(|r| !r.value.as_ref().unwrap().starts_with(b"not avro"))
+        .count();
+    let outputs = tokio::task::block_in_place(|| p.wait_for_outputs(&infra, good, 90, &mut [&mut child]));
+    assert_exactly_once(&outputs, &log, &p.logs());
+
+    let dead = tokio::task::block_in_place(|| read_committed(&infra, &p.dead_letter));
+    assert_eq!(dead.len(), log.len() - good, "{}", p.logs());
+    for (_, key, value) in dead {
+        let dl: DeadLetter = codec.decode_as(&value.unwrap()).await.unwrap();
+        let original = &log.partitions[dl.source_partition as usize][dl.source_offset as usize];
+        assert_eq!((dl.reason.as_str(), dl.source_topic.as_str()), ("unknown_framing", p.input.as_str()));
+        assert_eq!(dl.value, original.value, "the dead letter carries the original bytes");
+        assert_eq!(key, original.key, "keyed like the original");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_runtime_and_in_memory_driver_give_the_same_outputs() {
+    let infra = infra();
+    let codec = Codec::new(None).unwrap();
+    let log = input_log(&codec, 2_000, 30, 97);
+    let p = Pipeline::new(&infra, "determinism").await;
+    produce_log(&infra, &p.input, &log);
+    let mut child = p.start(&infra, "a");
+
+    let outputs = OutputTopics {
+        writers: vec![writer(&codec, KeyedCount::FULL_NAME)],
+        topics: vec![MemTopic::new("out", PARTITIONS)],
+    };
+    let expected = driver::run("probe", &codec, &[&log], outputs, |_| Probe::new()).await.unwrap();
+    let n = expected.outputs[0].len();
+    tokio::task::block_in_place(|| p.wait_for_outputs(&infra, n, 90, &mut [&mut child]));
+    let actual = tokio::task::block_in_place(|| read_committed(&infra, &p.output));
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // Per partition: the same records, byte for byte, in the same order (one task writes
+    // each key, and the probe's key decides the partition).
+    for partition in 0..PARTITIONS {
+        let ours: Vec<_> = actual
+            .iter()
+            .filter(|(q, _, _)| *q == partition)
+            .map(|(_, k, v)| (k.clone(), v.clone()))
+            .collect();
+        let theirs: Vec<_> = expected.outputs[0].partitions[partition as usize]
+            .iter()
+            .map(|r| (r.key.clone(), r.value.clone()))
+            .collect();
+        assert_eq!(ours.len(), theirs.len(), "partition {partition}\n{}", p.logs());
+        let by_key = |v: &[(Bytes, Bytes)]| {
+            let mut m: BTreeMap<Vec<u8>, Vec<Vec<u8>>> = BTreeMap::new();
+            for (k, val) in v {
+                m.entry(k.clone().unwrap()).or_default().push(val.clone().unwrap());
+            }
+            m
+        };
+        assert_eq!(by_key(&ours), by_key(&theirs), "partition {partition}: per-key sequences differ");
+    }
+    assert_eq!(partition_for_key(b"key-1", PARTITIONS), partition_for_key(b"key-1", PARTITIONS));
+}
+
+/// Rebuilds the probe's counts from its changelog (latest committed value per key).
+fn changelog_counts(infra: &Infra, p: &Pipeline) -> BTreeMap<String, i64> {
+    let topic = format!("{}-probe-counts-changelog", p.app);
+    let mut state = BTreeMap::new();
+    for (_, key, value) in read_committed(infra, &topic) {
+        let key: String = postcard::from_bytes(&key.unwrap()).unwrap();
+        match value {
+            Some(v) => state.insert(key, postcard::from_bytes::<i64>(&v).unwrap()),
+            None => state.remove(&key),
+        };
+    }
+    state
+}
+
+fn expected_counts(log: &MemTopic) -> BTreeMap<String, i64> {
+    let mut expected = BTreeMap::new();
+    for r in log.partitions.iter().flatten().filter(|r| !r.value.as_ref().unwrap().starts_with(b"not avro")) {
+        *expected.entry(String::from_utf8(r.key.clone().unwrap()).unwrap()).or_default() += 1;
+    }
+    expected
+}
+
+/// A small deterministic generator, seeded from the clock and printed, so a failing run
+/// can be repeated with `KUBEFACTS_TEST_SEED`.
+struct Rng(u64);
+impl Rng {
+    fn from_env_or_clock() -> Self {
+        let seed =
+            std::env::var("KUBEFACTS_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+            });
+        println!("crash schedule seed: KUBEFACTS_TEST_SEED={seed}");
+        Rng(seed | 1)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkilled_instances_lose_and_duplicate_nothing() {
+    let infra = infra();
+    let codec = Codec::new(None).unwrap();
+    let log = input_log(&codec, 200_000, 1_000, 0);
+    let p = Pipeline::new(&infra, "crash").await;
+    produce_log(&infra, &p.input, &log);
+    let mut rng = Rng::from_env_or_clock();
+    let names = ["a", "b"];
+    let mut instances: Vec<Child> = names.iter().map(|n| p.start(&infra, n)).collect();
+
+    let (mut kills, started) = (0, Instant::now());
+    while kills < 3 || read_committed(&infra, &p.output).len() < 60_000 && kills < 6 {
+        assert!(started.elapsed() < Duration::from_secs(300), "crash loop took over 5 min\n{}", p.logs());
+        std::thread::sleep(Duration::from_millis(500 + rng.below(2_500)));
+        let victim = rng.below(2) as usize;
+        instances[victim].kill().unwrap(); // SIGKILL
+        instances[victim].wait().unwrap();
+        kills += 1;
+        println!("killed {} after {:?}", names[victim], started.elapsed());
+        std::thread::sleep(Duration::from_millis(rng.below(1_000)));
+        instances[victim] = p.start(&infra, names[victim]);
+    }
+    let mut running: Vec<&mut Child> = instances.iter_mut().collect();
+    let outputs = tokio::task::block_in_place(|| p.wait_for_outputs(&infra, 200_000, 240, &mut running));
+    assert_exactly_once(&outputs, &log, &format!("after {kills} SIGKILLs\n{}", p.logs()));
+    assert_eq!(changelog_counts(&infra, &p), expected_counts(&log), "final state equals the expected state");
+    for c in &mut instances {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
+fn terminate(child: &mut Child) {
+    // SIGTERM: finish the transaction in flight and leave the group.
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "instance did not stop within 30 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Splits a log into two halves, each partition's first records then the rest.
+fn halves(log: &MemTopic) -> (MemTopic, MemTopic) {
+    let (mut a, mut b) = (MemTopic::new("in", PARTITIONS), MemTopic::new("in", PARTITIONS));
+    for (p, records) in log.partitions.iter().enumerate() {
+        let mid = records.len() / 2;
+        a.partitions[p] = records[..mid].to_vec();
+        b.partitions[p] = records[mid..].to_vec();
+    }
+    (a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_instance_rebuilds_state_from_the_changelog_and_continues() {
+    let infra = infra();
+    let codec = Codec::new(None).unwrap();
+    let log = input_log(&codec, 40_000, 500, 0);
+    let (first, second) = halves(&log);
+    let p = Pipeline::new(&infra, "restore").await;
+    produce_log(&infra, &p.input, &first);
+    let mut a = p.start(&infra, "a");
+    tokio::task::block_in_place(|| p.wait_for_outputs(&infra, first.len(), 120, &mut [&mut a]));
+    terminate(&mut a);
+
+    // Nothing of instance a is left (its state lived in its memory); b starts from the
+    // changelog alone, on a different host identity.
+    produce_log(&infra, &p.input, &second);
+    let mut b = p.start(&infra, "b");
+    let outputs = tokio::task::block_in_place(|| p.wait_for_outputs(&infra, log.len(), 120, &mut [&mut b]));
+    assert_exactly_once(&outputs, &log, &p.logs());
+    assert_eq!(changelog_counts(&infra, &p), expected_counts(&log));
+    terminate(&mut b);
+    let b_log = std::fs::read_to_string(p.logs.join("b.log")).unwrap();
+    // b's state came from the changelog: it restored one record per key a counted.
+    let restored: u64 = b_log
+        .lines()
+        .filter(|l| l.contains("tasks assigned and restored"))
+        .filter_map(|l| l.split("restored=").nth(1)?.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    assert!(
+        restored >= 500,
+        "b restored {restored} changelog records, expected at least one per key:\n{b_log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_joining_and_leaving_while_input_flows_change_nothing() {
+    let infra = infra();
+    let codec = Codec::new(None).unwrap();
+    let log = input_log(&codec, 60_000, 700, 0);
+    let p = Pipeline::new(&infra, "rebalance").await;
+    // Input arrives in six slices while instances come and go.
+    let slices: Vec<MemTopic> = (0..6)
+        .map(|i| {
+            let mut t = MemTopic::new("in", PARTITIONS);
+            for (q, records) in log.partitions.iter().enumerate() {
+                let n = records.len();
+                t.partitions[q] = records[n * i / 6..n * (i + 1) / 6].to_vec();
+            }
+            t
+        })
+        .collect();
+    let mut a = p.start(&infra, "a");
+    produce_log(&infra, &p.input, &slices[0]);
+    produce_log(&infra, &p.input, &slices[1]);
+    let mut b = p.start(&infra, "b"); // joins: partitions move to it
+    produce_log(&infra, &p.input, &slices[2]);
+    std::thread::sleep(Duration::from_secs(2));
+    produce_log(&infra, &p.input, &slices[3]);
+    terminate(&mut a); // leaves: its partitions move back to b
+    produce_log(&infra, &p.input, &slices[4]);
+    let mut c = p.start(&infra, "c"); // joins again
+    produce_log(&infra, &p.input, &slices[5]);
+    let outputs =
+        tokio::task::block_in_place(|| p.wait_for_outputs(&infra, log.len(), 180, &mut [&mut b, &mut c]));
+    assert_exactly_once(&outputs, &log, &p.logs());
+    assert_eq!(changelog_counts(&infra, &p), expected_counts(&log));
+    terminate(&mut b);
+    terminate(&mut c);
+}
