@@ -117,3 +117,35 @@ fn every_verb_documents_itself() {
         assert!(text.contains(flag), "tail --help lacks {flag}: {text}");
     }
 }
+
+#[test]
+fn replay_writes_every_input_topic_partitioned_like_kafka() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+        .args(["replay", "--partitions", "4", "--input"])
+        .arg(support::repo_path("tests/fixtures/traces/demo.jsonl"))
+        .arg("--output")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let jobs = fs::read_to_string(dir.path().join("kubefacts.jobs.v1.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = jobs.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let (mut keyed, mut markers_per_partition) = (0, [0; 4]);
+    for l in &lines {
+        let partition = l["partition"].as_i64().unwrap() as i32;
+        match l["key"].as_str() {
+            Some(key) => {
+                keyed += 1;
+                assert_eq!(partition, kubefacts::runtime::partitioner::partition_for_key(key.as_bytes(), 4));
+                assert_eq!(l["value"]["job"]["meta"]["uid"], key, "jobs are keyed by their UID");
+            }
+            None => markers_per_partition[partition as usize] += 1,
+        }
+    }
+    assert!(keyed > 10);
+    assert!(
+        markers_per_partition.iter().all(|n| *n == markers_per_partition[0] && *n > 0),
+        "{markers_per_partition:?}"
+    );
+}

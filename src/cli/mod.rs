@@ -2,6 +2,7 @@
 
 mod demo;
 mod process;
+mod replay;
 mod schemas;
 mod tail;
 
@@ -9,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 pub use demo::DemoArgs;
 pub use process::ProcessArgs;
+pub use replay::ReplayArgs;
 pub use schemas::SchemasArgs;
 pub use tail::TailArgs;
 
@@ -32,6 +34,8 @@ pub enum Command {
     /// Run a processor on Kafka, exactly once (consume, process, produce and commit in one
     /// transaction).
     Process(ProcessArgs),
+    /// Run a cluster trace through the pipeline in memory and write every topic as JSON lines.
+    Replay(ReplayArgs),
     /// Decode a topic's Avro records (Confluent or single-object framing) to JSON lines.
     Tail(TailArgs),
     /// List the embedded schemas and check their evolution (BACKWARD_TRANSITIVE).
@@ -45,6 +49,7 @@ impl Cli {
             Command::Demo(args) => demo::run(args).await,
             Command::Tail(args) => tail::run(args).await,
             Command::Process(args) => process::run(args).await,
+            Command::Replay(args) => replay::run(args).await,
             Command::Schemas(args) => schemas::run(args),
         }
     }
