@@ -122,6 +122,7 @@ fn read_committed(infra: &Infra, topic: &str) -> Vec<(i32, Bytes, Bytes)> {
 struct Pipeline {
     app: String,
     input: String,
+    global: Option<String>,
     output: String,
     dead_letter: String,
     logs: PathBuf,
@@ -132,6 +133,7 @@ impl Pipeline {
         let p = Pipeline {
             app: unique_name(name),
             input: infra.topic(&format!("{name}-in"), PARTITIONS).await,
+            global: None,
             output: infra.topic(&format!("{name}-out"), PARTITIONS).await,
             dead_letter: infra.topic(&format!("{name}-dlq"), PARTITIONS).await,
             logs: std::env::temp_dir().join(unique_name(name)),
@@ -147,8 +149,10 @@ impl Pipeline {
             .append(true)
             .open(self.logs.join(format!("{instance}.log")))
             .unwrap();
+        let globals: Vec<&str> = self.global.iter().flat_map(|g| ["--global", g.as_str()]).collect();
         Command::new(env!("CARGO_BIN_EXE_kubefacts"))
             .args(["process", "--processor", "probe", "--create-topics", "--partitions", "3"])
+            .args(globals)
             .args(["--input", &self.input, "--output", &self.output, "--dead-letter", &self.dead_letter])
             .args(["--application-id", &self.app, "--instance-id", instance, "--bootstrap", &infra.bootstrap])
             .args(["--session-timeout-ms", "6000"])
@@ -458,4 +462,53 @@ async fn instances_joining_and_leaving_while_input_flows_change_nothing() {
     assert_eq!(changelog_counts(&infra, &p), expected_counts(&log));
     terminate(&mut b);
     terminate(&mut c);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_inputs_reach_every_task_exactly_once_through_crashes() {
+    let infra = infra();
+    let codec = Codec::new(None).unwrap();
+    let log = input_log(&codec, 30_000, 300, 0);
+    // A global input with 2 partitions (not co-partitioned): every task counts every record.
+    let mut global = input_log(&codec, 3_000, 20, 0);
+    global.partitions.truncate(2);
+    let mut p = Pipeline::new(&infra, "global").await;
+    let global_topic = infra.topic("global-leases", 2).await;
+    p.global = Some(global_topic.clone());
+    produce_log(&infra, &p.input, &log);
+    produce_log(&infra, &global_topic, &global);
+    let mut rng = Rng::from_env_or_clock();
+    let mut instances = [p.start(&infra, "a"), p.start(&infra, "b")];
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(800 + rng.below(2_000)));
+        let victim = rng.below(2) as usize;
+        instances[victim].kill().unwrap();
+        instances[victim].wait().unwrap();
+        instances[victim] = p.start(&infra, ["a", "b"][victim]);
+    }
+    let global_records = global.len();
+    let expected_outputs = log.len() + PARTITIONS as usize * global_records;
+    let [x, y] = &mut instances;
+    let outputs =
+        tokio::task::block_in_place(|| p.wait_for_outputs(&infra, expected_outputs, 240, &mut [x, y]));
+    let mut expected = expected_counts(&log);
+    for (key, n) in expected_counts(&global) {
+        for task in 0..PARTITIONS {
+            expected.insert(format!("global/{task}/{key}"), n);
+        }
+    }
+    let mut seen: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for o in &outputs {
+        seen.entry(o.key.clone()).or_default().push(o.count);
+    }
+    assert_eq!(outputs.len(), expected_outputs, "{}", p.logs());
+    for (key, n) in &expected {
+        let mut counts = seen.remove(key).unwrap_or_default();
+        counts.sort_unstable();
+        assert_eq!(counts, (1..=*n).collect::<Vec<_>>(), "{key}: exactly once per task\n{}", p.logs());
+    }
+    for c in &mut instances {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
 }

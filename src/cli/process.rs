@@ -36,6 +36,9 @@ pub struct ProcessArgs {
     /// Input topic(s), co-partitioned, in the processor's input order.
     #[arg(long = "input", required = true)]
     pub inputs: Vec<String>,
+    /// Global input topic(s): every task reads all their partitions (e.g. leases).
+    #[arg(long = "global")]
+    pub globals: Vec<String>,
     /// Output topic(s), one per output of the processor.
     #[arg(long = "output", required = true)]
     pub outputs: Vec<String>,
@@ -89,6 +92,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
     };
     let mut cfg = RuntimeConfig::new(&args.bootstrap, &args.application_id, &instance_id, "probe");
     cfg.inputs = args.inputs.clone();
+    cfg.globals = args.globals.clone();
     cfg.outputs = args.outputs.clone();
     if let Some(dl) = &args.dead_letter {
         cfg.dead_letter = dl.clone();
@@ -112,7 +116,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         let (stop, stats, codec, cfg) =
             (Arc::clone(&stop), Arc::clone(&stats), Arc::clone(&codec), cfg.clone());
         tokio::task::spawn_blocking(move || {
-            run_blocking(&cfg, &codec, &handle, &Probe::OUTPUTS, |_| Probe::new(), &stop, &stats)
+            run_blocking(&cfg, &codec, &handle, &Probe::OUTPUTS, Probe::for_task, &stop, &stats)
         })
     };
     tokio::pin!(worker);
@@ -149,10 +153,16 @@ fn summary(s: &RuntimeStats) -> String {
 async fn prepare_topics(cfg: &RuntimeConfig, args: &ProcessArgs, compacted: &[bool]) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> =
         ClientConfig::new().set("bootstrap.servers", &cfg.bootstrap).create()?;
-    let mut specs: Vec<TopicSpec> = cfg.inputs.iter().map(|t| TopicSpec::new(t, args.partitions)).collect();
-    ensure_topics(&admin, &specs, args.create_topics).await?;
     let probe: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &cfg.bootstrap).create()?;
-    let metadata = tokio::task::block_in_place(|| probe.fetch_metadata(None, Duration::from_secs(30)))?;
+    let fetch = || tokio::task::block_in_place(|| probe.fetch_metadata(None, Duration::from_secs(30)));
+    // Global inputs may have any partition count: only a missing one is created (or reported).
+    let existing: Vec<String> = fetch()?.topics().iter().map(|t| t.name().to_owned()).collect();
+    let mut specs: Vec<TopicSpec> = cfg.inputs.iter().map(|t| TopicSpec::new(t, args.partitions)).collect();
+    specs.extend(
+        cfg.globals.iter().filter(|g| !existing.contains(g)).map(|t| TopicSpec::new(t, args.partitions)),
+    );
+    ensure_topics(&admin, &specs, args.create_topics).await?;
+    let metadata = fetch()?;
     let inputs: Vec<&str> = cfg.inputs.iter().map(String::as_str).collect();
     check_copartitioned(&metadata, &[&inputs])?;
     let input_partitions = metadata
@@ -175,8 +185,12 @@ async fn prepare_topics(cfg: &RuntimeConfig, args: &ProcessArgs, compacted: &[bo
         .collect();
     specs.push(TopicSpec::new(&cfg.dead_letter, args.partitions));
     let mut instance = Probe::new();
-    for store in instance.stores() {
-        specs.push(TopicSpec::new(cfg.changelog_topic(store.name()), input_partitions).compacted());
+    let mut stores: Vec<String> = instance.stores().iter().map(|s| s.name().to_owned()).collect();
+    if !cfg.globals.is_empty() {
+        stores.push(crate::runtime::task::GLOBAL_POSITIONS_STORE.to_owned());
+    }
+    for store in stores {
+        specs.push(TopicSpec::new(cfg.changelog_topic(&store), input_partitions).compacted());
     }
     ensure_topics(&admin, &specs, args.create_topics).await?;
     Ok(())

@@ -132,6 +132,23 @@ pub async fn run<P, F>(
     codec: &Codec,
     inputs: &[&MemTopic],
     outputs: OutputTopics,
+    make: F,
+) -> Result<DriverRun, DriverError>
+where
+    P: Processor,
+    F: FnMut(i32) -> P,
+{
+    run_with_globals(processor_name, codec, inputs, &[], outputs, make).await
+}
+
+/// [`run`] with global inputs too: every task reads every partition of each global topic
+/// (input indexes follow the co-partitioned inputs), merged with its own records.
+pub async fn run_with_globals<P, F>(
+    processor_name: &str,
+    codec: &Codec,
+    inputs: &[&MemTopic],
+    globals: &[&MemTopic],
+    outputs: OutputTopics,
     mut make: F,
 ) -> Result<DriverRun, DriverError>
 where
@@ -158,6 +175,9 @@ where
         // Writers are cheap to rebuild but not Clone: move them into each task and back.
         let task_writers = writers.take().expect("writers returned after each task");
         let mut task = Task::new(partition, make(partition), Outputs::new(task_writers, counts.clone()));
+        if !globals.is_empty() {
+            task = task.with_globals(inputs.len());
+        }
         if changelogs.is_empty() {
             changelogs = task
                 .store_names()
@@ -165,26 +185,22 @@ where
                 .map(|s| MemTopic::new(format!("{processor_name}-{s}-changelog"), partitions))
                 .collect();
         }
-        let mut merger = Merger::new(inputs.len());
-        for (i, topic) in inputs.iter().enumerate() {
-            for (offset, rec) in topic.partitions[partition as usize].iter().enumerate() {
-                merger.push(i, rec.timestamp_ms, offset as i64, (i, offset as i64, rec));
+        // Lanes: each co-partitioned input's partition of this task, then every partition
+        // of every global input.
+        let mut lanes: Vec<(usize, &MemTopic, i32)> =
+            inputs.iter().enumerate().map(|(i, t)| (i, *t, partition)).collect();
+        for (g, topic) in globals.iter().enumerate() {
+            lanes.extend((0..topic.partition_count()).map(|q| (inputs.len() + g, *topic, q)));
+        }
+        let mut merger = Merger::new(lanes.len());
+        for (lane, &(input, topic, q)) in lanes.iter().enumerate() {
+            for (offset, rec) in topic.partitions[q as usize].iter().enumerate() {
+                merger.push(lane, rec.timestamp_ms, offset as i64, (input, topic, q, offset as i64, rec));
             }
         }
-        while let Some((input, offset, rec)) = merger.pop(true) {
+        while let Some((input, topic, q, offset, rec)) = merger.pop(true) {
             run.records_in += 1;
-            step(
-                processor_name,
-                codec,
-                &mut task,
-                inputs[input],
-                input,
-                partition,
-                offset,
-                rec,
-                &mut run.dead_letters,
-            )
-            .await;
+            step(processor_name, codec, &mut task, topic, input, q, offset, rec, &mut run.dead_letters).await;
             for out in task.take_outputs() {
                 route(&mut out_topics, out);
             }
@@ -213,8 +229,9 @@ async fn step<P: Processor>(
     rec: &LogRecord,
     dead_letters: &mut Vec<DeadLetter>,
 ) {
+    let meta = RecordMeta { input, partition, offset, timestamp_ms: rec.timestamp_ms, key: rec.key.clone() };
     if rec.heartbeat {
-        task.advance(rec.timestamp_ms);
+        task.advance(&meta);
         return;
     }
     let source = Source {
@@ -233,16 +250,17 @@ async fn step<P: Processor>(
             "null_value",
             "a record with a null value and no heartbeat header".into(),
         ));
+        task.skip(&meta);
         return;
     };
     let decoded = match P::Input::decode(input, codec, value).await {
         Ok(d) => d,
         Err(e) => {
             dead_letters.push(DeadLetter::undecodable(source, &e));
+            task.skip(&meta);
             return;
         }
     };
-    let meta = RecordMeta { input, partition, offset, timestamp_ms: rec.timestamp_ms, key: rec.key.clone() };
     if let Err(e) = task.process(decoded, &meta) {
         dead_letters.push(DeadLetter::new(source, e.reason, e.detail));
     }

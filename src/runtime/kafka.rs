@@ -56,6 +56,9 @@ pub struct RuntimeConfig {
     pub processor: String,
     /// Input topics, co-partitioned, in the processor's input order.
     pub inputs: Vec<String>,
+    /// Global input topics: every task reads all their partitions (input indexes follow
+    /// `inputs`), e.g. leases for lease coverage.
+    pub globals: Vec<String>,
     /// Output topics, one per output port.
     pub outputs: Vec<String>,
     /// The dead-letter topic.
@@ -84,6 +87,7 @@ impl RuntimeConfig {
             instance_id: instance_id.to_owned(),
             processor: processor.to_owned(),
             inputs: Vec::new(),
+            globals: Vec::new(),
             outputs: Vec::new(),
             dead_letter: format!("{application_id}.dead-letter.v1"),
             max_batch_records: 2_000,
@@ -196,6 +200,7 @@ fn pairs(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
 /// A record taken from the consumer, waiting in its task's merger.
 struct Pending {
     input: usize,
+    partition: i32,
     offset: i64,
     timestamp_ms: i64,
     key: Option<Vec<u8>>,
@@ -208,6 +213,7 @@ impl Pending {
         let heartbeat = m.headers().is_some_and(|h| h.iter().any(|h| h.key == HEARTBEAT_HEADER));
         Self {
             input,
+            partition: m.partition(),
             offset: m.offset(),
             timestamp_ms: m.timestamp().to_millis().unwrap_or(0),
             key: m.key().map(<[u8]>::to_vec),
@@ -221,6 +227,28 @@ struct TaskSlot<P> {
     task: Task<P>,
     merger: Merger<Pending>,
     waiting_since: Option<Instant>,
+    /// Next offset to buffer per global lane (global records reach every task; a task
+    /// skips what it already has or already processed).
+    lane_next: Vec<i64>,
+}
+
+/// The lanes of a task's merger: one per co-partitioned input, then one per partition of
+/// each global input, as (input index, partition or `None` for the task's own).
+#[derive(Debug, Clone)]
+struct Lanes {
+    inputs: usize,
+    /// (input index, partition) of each global lane, in lane order.
+    globals: Vec<(usize, i32)>,
+}
+
+impl Lanes {
+    fn len(&self) -> usize {
+        self.inputs + self.globals.len()
+    }
+
+    fn global_lane(&self, input: usize, partition: i32) -> Option<usize> {
+        self.globals.iter().position(|&(i, p)| i == input && p == partition)
+    }
 }
 
 /// Runs one instance until `stop` is set (then commits what it has and leaves the group)
@@ -251,6 +279,11 @@ where
     let output_partitions: Vec<i32> =
         cfg.outputs.iter().map(|t| partition_count(t)).collect::<Result<_, _>>()?;
     let dead_letter_partitions = partition_count(&cfg.dead_letter)?.max(1);
+    let mut lanes = Lanes { inputs: cfg.inputs.len(), globals: Vec::new() };
+    for (g, topic) in cfg.globals.iter().enumerate() {
+        let n = partition_count(topic)?;
+        lanes.globals.extend((0..n).map(|q| (cfg.inputs.len() + g, q)));
+    }
     let writers = |codec: &Codec| -> Result<Vec<RecordWriter>, CodecError> {
         ports
             .iter()
@@ -283,10 +316,19 @@ where
         .map_err(kafka("creating the consumer"))?;
     let inputs: Vec<&str> = cfg.inputs.iter().map(String::as_str).collect();
     consumer.subscribe(&inputs).map_err(kafka("subscribing"))?;
+    // Every instance reads global inputs whole, outside the group; positions live in the
+    // tasks' changelogged stores, not in committed offsets.
+    let global_consumer: BaseConsumer = client_config(cfg)
+        .set("group.id", format!("{}-global", cfg.application_id))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .map_err(kafka("creating the global consumer"))?;
+    let all_topics: Vec<&str> = cfg.inputs.iter().chain(&cfg.globals).map(String::as_str).collect();
 
     let mut tasks: BTreeMap<i32, TaskSlot<P>> = BTreeMap::new();
     let mut spare_writers: Option<Vec<RecordWriter>> = None;
-    let input_index: HashMap<&str, usize> = inputs.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+    let input_index: HashMap<&str, usize> = all_topics.iter().enumerate().map(|(i, t)| (*t, i)).collect();
 
     while !stop.load(Ordering::Relaxed) {
         // 1. Fill a batch; no transaction is open, so rebalances happen only here.
@@ -295,19 +337,23 @@ where
         while taken < cfg.max_batch_records
             && started.elapsed() < Duration::from_millis(cfg.commit_interval_ms)
         {
-            match consumer.poll(Duration::from_millis(20)) {
+            let polled = consumer.poll(Duration::from_millis(20));
+            if apply_rebalances(
+                &rebalances,
+                &mut tasks,
+                cfg,
+                codec,
+                &mut make,
+                &writers,
+                &output_partitions,
+                &lanes,
+                &mut spare_writers,
+                stats,
+            )? {
+                reposition_globals(&global_consumer, &tasks, &lanes, &all_topics)?;
+            }
+            match polled {
                 Some(Ok(m)) => {
-                    apply_rebalances(
-                        &rebalances,
-                        &mut tasks,
-                        cfg,
-                        codec,
-                        &mut make,
-                        &writers,
-                        &output_partitions,
-                        &mut spare_writers,
-                        stats,
-                    )?;
                     let Some(&input) = input_index.get(m.topic()) else { continue };
                     match tasks.get_mut(&m.partition()) {
                         Some(slot) => {
@@ -326,17 +372,10 @@ where
                 Some(Err(e)) => tracing::warn!(error = %e, "consumer error"),
                 None => {}
             }
-            apply_rebalances(
-                &rebalances,
-                &mut tasks,
-                cfg,
-                codec,
-                &mut make,
-                &writers,
-                &output_partitions,
-                &mut spare_writers,
-                stats,
-            )?;
+            if !lanes.globals.is_empty() {
+                taken +=
+                    take_globals(&global_consumer, &mut tasks, &lanes, &input_index, cfg.max_batch_records);
+            }
         }
         if tasks.values().all(|s| s.merger.is_empty()) {
             continue;
@@ -351,9 +390,11 @@ where
                 .waiting_since
                 .is_some_and(|t| t.elapsed() >= Duration::from_millis(cfg.max_task_idle_ms));
             while let Some(rec) = slot.merger.pop(idle) {
-                offsets.insert((rec.input, partition), rec.offset + 1);
+                if rec.input < lanes.inputs {
+                    offsets.insert((rec.input, partition), rec.offset + 1);
+                }
                 stats.records_in.fetch_add(1, Ordering::Relaxed);
-                if let Some(dl) = step(cfg, codec, handle, &mut slot.task, &inputs, partition, &rec) {
+                if let Some(dl) = step(cfg, codec, handle, &mut slot.task, &all_topics, &rec) {
                     stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
                     let value = dead_letter_writer.encode(&dl)?;
                     let p = partition % dead_letter_partitions;
@@ -417,9 +458,11 @@ where
                     &mut make,
                     &writers,
                     &output_partitions,
+                    &lanes,
                     &mut spare_writers,
                     stats,
                 )?);
+                reposition_globals(&global_consumer, &tasks, &lanes, &all_topics)?;
             }
         }
     }
@@ -461,16 +504,23 @@ fn step<P: Processor>(
     codec: &Codec,
     handle: &Handle,
     task: &mut Task<P>,
-    inputs: &[&str],
-    partition: i32,
+    topics: &[&str],
     rec: &Pending,
 ) -> Option<DeadLetter> {
+    let partition = rec.partition;
+    let meta = RecordMeta {
+        input: rec.input,
+        partition,
+        offset: rec.offset,
+        timestamp_ms: rec.timestamp_ms,
+        key: rec.key.clone(),
+    };
     if rec.heartbeat {
-        task.advance(rec.timestamp_ms);
+        task.advance(&meta);
         return None;
     }
     let source = Source {
-        topic: inputs[rec.input],
+        topic: topics[rec.input],
         partition,
         offset: rec.offset,
         timestamp_ms: Some(rec.timestamp_ms),
@@ -480,6 +530,7 @@ fn step<P: Processor>(
         stream_time: task.stream_time(),
     };
     let Some(value) = rec.value.as_deref() else {
+        task.skip(&meta);
         return Some(DeadLetter::new(
             source,
             "null_value",
@@ -488,16 +539,64 @@ fn step<P: Processor>(
     };
     let decoded = match handle.block_on(P::Input::decode(rec.input, codec, value)) {
         Ok(d) => d,
-        Err(e) => return Some(DeadLetter::undecodable(source, &e)),
-    };
-    let meta = RecordMeta {
-        input: rec.input,
-        partition,
-        offset: rec.offset,
-        timestamp_ms: rec.timestamp_ms,
-        key: rec.key.clone(),
+        Err(e) => {
+            task.skip(&meta);
+            return Some(DeadLetter::undecodable(source, &e));
+        }
     };
     task.process(decoded, &meta).err().map(|e| DeadLetter::new(source, e.reason, e.detail))
+}
+
+/// Hands global records to every task that has not buffered or processed them yet.
+fn take_globals<P: Processor>(
+    consumer: &BaseConsumer,
+    tasks: &mut BTreeMap<i32, TaskSlot<P>>,
+    lanes: &Lanes,
+    input_index: &HashMap<&str, usize>,
+    max: usize,
+) -> usize {
+    let mut taken = 0;
+    while taken < max {
+        match consumer.poll(Duration::ZERO) {
+            Some(Ok(m)) => {
+                let Some(&input) = input_index.get(m.topic()) else { continue };
+                let Some(gl) = lanes.global_lane(input, m.partition()) else { continue };
+                for slot in tasks.values_mut() {
+                    if m.offset() >= slot.lane_next[gl] {
+                        let p = Pending::from_message(input, &m);
+                        slot.merger.push(lanes.inputs + gl, p.timestamp_ms, p.offset, p);
+                        slot.lane_next[gl] = m.offset() + 1;
+                    }
+                }
+                taken += 1;
+            }
+            Some(Err(e)) => tracing::warn!(error = %e, "global consumer error"),
+            None => break,
+        }
+    }
+    taken
+}
+
+/// Points the global consumer at the earliest position any task still needs.
+fn reposition_globals<P: Processor>(
+    consumer: &BaseConsumer,
+    tasks: &BTreeMap<i32, TaskSlot<P>>,
+    lanes: &Lanes,
+    topics: &[&str],
+) -> Result<(), RuntimeError> {
+    if lanes.globals.is_empty() {
+        return Ok(());
+    }
+    if tasks.is_empty() {
+        return consumer.unassign().map_err(kafka("unassigning globals"));
+    }
+    let mut tpl = TopicPartitionList::new();
+    for (gl, &(input, partition)) in lanes.globals.iter().enumerate() {
+        let from = tasks.values().map(|s| s.lane_next[gl]).min().unwrap_or(0);
+        tpl.add_partition_offset(topics[input], partition, Offset::Offset(from))
+            .map_err(kafka("global assignment"))?;
+    }
+    consumer.assign(&tpl).map_err(kafka("global assignment"))
 }
 
 fn produce_output(
@@ -588,10 +687,12 @@ fn apply_rebalances<P: Processor>(
     make: &mut impl FnMut(i32) -> P,
     writers: &impl Fn(&Codec) -> Result<Vec<RecordWriter>, CodecError>,
     output_partitions: &[i32],
+    lanes: &Lanes,
     spare: &mut Option<Vec<RecordWriter>>,
     stats: &RuntimeStats,
-) -> Result<(), RuntimeError> {
+) -> Result<bool, RuntimeError> {
     let events = std::mem::take(&mut *log.events.lock().expect("rebalance log"));
+    let changed = !events.is_empty();
     for event in events {
         match event {
             RebalanceEvent::Revoked(parts) => {
@@ -614,13 +715,14 @@ fn apply_rebalances<P: Processor>(
                     make,
                     writers,
                     output_partitions,
+                    lanes,
                     spare,
                     stats,
                 )?);
             }
         }
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// Tasks for `partitions`, their stores restored from their changelogs (one restore
@@ -633,6 +735,7 @@ fn new_tasks<P: Processor>(
     make: &mut impl FnMut(i32) -> P,
     writers: &impl Fn(&Codec) -> Result<Vec<RecordWriter>, CodecError>,
     output_partitions: &[i32],
+    lanes: &Lanes,
     spare: &mut Option<Vec<RecordWriter>>,
     stats: &RuntimeStats,
 ) -> Result<Vec<(i32, TaskSlot<P>)>, RuntimeError> {
@@ -642,7 +745,11 @@ fn new_tasks<P: Processor>(
             Some(w) => w,
             None => writers(codec)?,
         };
-        tasks.push(Task::new(partition, make(partition), Outputs::new(w, output_partitions.to_vec())));
+        let mut task = Task::new(partition, make(partition), Outputs::new(w, output_partitions.to_vec()));
+        if !lanes.globals.is_empty() {
+            task = task.with_globals(lanes.inputs);
+        }
+        tasks.push(task);
     }
     // (changelog topic, partition) → (task index, store index)
     let mut sources: HashMap<(String, i32), (usize, usize)> = HashMap::new();
@@ -660,7 +767,9 @@ fn new_tasks<P: Processor>(
     Ok(tasks
         .into_iter()
         .map(|task| {
-            (task.partition(), TaskSlot { task, merger: Merger::new(cfg.inputs.len()), waiting_since: None })
+            let lane_next = lanes.globals.iter().map(|&(input, q)| task.global_position(input, q)).collect();
+            let slot = TaskSlot { task, merger: Merger::new(lanes.len()), waiting_since: None, lane_next };
+            (slot.task.partition(), slot)
         })
         .collect())
 }

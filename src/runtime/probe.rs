@@ -36,9 +36,12 @@ impl DecodeInput for KeyedCount {
     }
 }
 
-/// Counts records per Kafka key; emits a [`KeyedCount`] per input record.
+/// Counts records per Kafka key; emits a [`KeyedCount`] per input record. Records of
+/// inputs after the first (global inputs, which every task reads) are counted per task,
+/// under `global/<task partition>/<key>`, so each task's exactly-once delivery shows too.
 #[derive(Debug)]
 pub struct Probe {
+    task: i32,
     counts: KvStore<String, i64>,
 }
 
@@ -47,9 +50,14 @@ impl Probe {
     pub const OUTPUTS: [OutputPort; 1] =
         [OutputPort { topic: "probe_output", record: KeyedCount::FULL_NAME, compacted: false }];
 
-    /// A probe with empty state.
+    /// A probe with empty state, for task 0.
     pub fn new() -> Self {
-        Self { counts: KvStore::new("counts") }
+        Self::for_task(0)
+    }
+
+    /// A probe with empty state for the task of `partition`.
+    pub fn for_task(partition: i32) -> Self {
+        Self { task: partition, counts: KvStore::new("counts") }
     }
 
     /// The count of a key.
@@ -81,7 +89,10 @@ impl Processor for Probe {
         let Some(key) = meta.key.as_deref() else {
             return Err(ProcessError { reason: "missing_key", detail: "the probe counts by key".into() });
         };
-        let key = String::from_utf8_lossy(key).into_owned();
+        let key = match meta.input {
+            0 => String::from_utf8_lossy(key).into_owned(),
+            _ => format!("global/{}/{}", self.task, String::from_utf8_lossy(key)),
+        };
         let count = self.count(&key) + 1;
         self.counts.put(key.clone(), count);
         let record = KeyedCount {

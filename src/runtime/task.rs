@@ -6,8 +6,11 @@ use std::collections::VecDeque;
 use super::{
     StreamTime,
     processor::{OutputRecord, Outputs, ProcessError, Processor, RecordMeta},
-    store::{Change, StoreError},
+    store::{Change, KvStore, StoreError},
 };
+
+/// Name of the task's own store of global-input positions.
+pub const GLOBAL_POSITIONS_STORE: &str = "global-positions";
 
 /// One processor instance and its stream time.
 #[derive(Debug)]
@@ -16,12 +19,43 @@ pub struct Task<P> {
     processor: P,
     stream_time: Option<StreamTime>,
     out: Outputs,
+    /// Inputs from this index on are global (every task reads all their partitions).
+    first_global: usize,
+    /// Next offset to process per (global input, partition), changelogged with the task's
+    /// stores so a restored task resumes its global inputs where its state stands.
+    positions: Option<KvStore<(u32, i32), i64>>,
 }
 
 impl<P: Processor> Task<P> {
     /// A task for `partition`, emitting through `out`.
     pub fn new(partition: i32, processor: P, out: Outputs) -> Self {
-        Self { partition, processor, stream_time: None, out }
+        Self { partition, processor, stream_time: None, out, first_global: usize::MAX, positions: None }
+    }
+
+    /// Declares inputs `first_global..` global: delivered to every task, all partitions.
+    pub fn with_globals(mut self, first_global: usize) -> Self {
+        self.first_global = first_global;
+        self.positions = Some(KvStore::new(GLOBAL_POSITIONS_STORE));
+        self
+    }
+
+    /// The next offset this task must process of a global input's partition (0 if none
+    /// was processed yet).
+    pub fn global_position(&self, input: usize, partition: i32) -> i64 {
+        self.positions.as_ref().and_then(|p| p.get(&(input as u32, partition)).copied()).unwrap_or(0)
+    }
+
+    fn record_position(&mut self, input: usize, partition: i32, offset: i64) {
+        if input >= self.first_global
+            && let Some(p) = &mut self.positions
+        {
+            p.put((input as u32, partition), offset + 1);
+        }
+    }
+
+    /// A record that could not be used still counts as read: a global input moves past it.
+    pub fn skip(&mut self, meta: &RecordMeta) {
+        self.record_position(meta.input, meta.partition, meta.offset);
     }
 
     /// The partition this task owns.
@@ -42,6 +76,7 @@ impl<P: Processor> Task<P> {
     /// Handles one decoded record: stream time moves to its timestamp if later, the
     /// processor sees the record, then, if time advanced, the new stream time.
     pub fn process(&mut self, input: P::Input, meta: &RecordMeta) -> Result<(), ProcessError> {
+        self.record_position(meta.input, meta.partition, meta.offset);
         let advanced = self.observe_time(meta.timestamp_ms);
         let now = self.stream_time.unwrap_or(meta.timestamp_ms);
         self.out.set_now(now);
@@ -53,7 +88,9 @@ impl<P: Processor> Task<P> {
     }
 
     /// A record that carries only time (a forwarded heartbeat).
-    pub fn advance(&mut self, timestamp_ms: i64) {
+    pub fn advance(&mut self, meta: &RecordMeta) {
+        self.record_position(meta.input, meta.partition, meta.offset);
+        let timestamp_ms = meta.timestamp_ms;
         if self.observe_time(timestamp_ms) {
             let now = timestamp_ms;
             self.out.set_now(now);
@@ -79,7 +116,11 @@ impl<P: Processor> Task<P> {
     /// The store changes since the last call: (store index, change), stores in declared order.
     pub fn take_changes(&mut self) -> Vec<(usize, Change)> {
         let mut all = Vec::new();
-        for (i, store) in self.processor.stores().into_iter().enumerate() {
+        let mut stores = self.processor.stores();
+        if let Some(p) = &mut self.positions {
+            stores.push(p);
+        }
+        for (i, store) in stores.into_iter().enumerate() {
             all.extend(store.take_changes().into_iter().map(|c| (i, c)));
         }
         all
@@ -90,22 +131,31 @@ impl<P: Processor> Task<P> {
         self.out.into_writers()
     }
 
-    /// Names of the processor's stores, in declared order.
+    /// Names of the task's stores: the processor's in declared order, then the
+    /// global-positions store when the task has global inputs.
     pub fn store_names(&mut self) -> Vec<String> {
-        self.processor.stores().iter().map(|s| s.name().to_owned()).collect()
+        let mut names: Vec<String> = self.processor.stores().iter().map(|s| s.name().to_owned()).collect();
+        if self.positions.is_some() {
+            names.push(GLOBAL_POSITIONS_STORE.to_owned());
+        }
+        names
     }
 
     /// Applies one changelog record of store `store` (index) during restore.
     pub fn restore(&mut self, store: usize, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
         let mut stores = self.processor.stores();
+        if let Some(p) = &mut self.positions {
+            stores.push(p);
+        }
         stores[store].restore(key, value)
     }
 }
 
-/// Merges a task's co-partitioned inputs into one deterministic order: the buffered head
-/// with the smallest (timestamp, input index, offset) goes first; each partition keeps its
-/// own order. Without `force`, a record is released only while every input has one
-/// buffered, so the order does not depend on how fetches happened to arrive.
+/// Merges a task's input lanes into one deterministic order: the buffered head with the
+/// smallest (timestamp, lane, offset) goes first; each lane keeps its own order. A lane is
+/// one co-partitioned input's partition of this task, or one partition of a global input.
+/// Without `force`, a record is released only while every lane has one buffered, so the
+/// order does not depend on how fetches happened to arrive.
 #[derive(Debug)]
 pub struct Merger<T> {
     queues: Vec<VecDeque<(i64, i64, T)>>,

@@ -132,3 +132,44 @@ fn dead_letters_record_null_values_too() {
     let reasons: Vec<&str> = run.dead_letters.iter().map(|d: &DeadLetter| d.reason.as_str()).collect();
     assert_eq!(reasons, ["null_value"]);
 }
+
+#[tokio::test]
+async fn global_inputs_reach_every_task_once_and_their_positions_are_changelogged() {
+    let codec = Codec::new(None).unwrap();
+    let (topic, _) = input(&codec, 3, 300, 5);
+    let w = writer(&codec, KeyedCount::FULL_NAME);
+    let mut global = MemTopic::new("leases", 2);
+    for i in 0..40 {
+        let key = format!("g{}", i % 4);
+        let rec = KeyedCount { key: key.clone(), count: 0, input_partition: 0, input_offset: 0 };
+        global.produce(Some(key.as_bytes()), Some(w.encode(&rec).unwrap()), 1_500 + i, false);
+    }
+    let run =
+        driver::run_with_globals("probe", &codec, &[&topic], &[&global], outputs(&codec, 3), Probe::for_task)
+            .await
+            .unwrap();
+    let per_key = decoded_outputs(&codec, &run.outputs[0]).await;
+    for task in 0..3 {
+        for g in 0..4 {
+            let key = format!("global/{task}/g{g}");
+            let counts = per_key.get(&key).unwrap_or_else(|| {
+                panic!(
+                    "{key} missing; have {:?}; dead letters {:?}",
+                    per_key.keys().filter(|k| k.starts_with("global")).collect::<Vec<_>>(),
+                    run.dead_letters.iter().map(|d| &d.reason).collect::<Vec<_>>()
+                )
+            });
+            assert_eq!(counts, &(1..=10).collect::<Vec<i64>>(), "task {task} saw every g{g} record once");
+        }
+    }
+    // The task's own store of global positions went to its changelog: next offsets per
+    // global partition, so a restored task resumes where its state stands.
+    assert_eq!(run.changelogs.len(), 2);
+    assert_eq!(run.changelogs[1].name, "probe-global-positions-changelog");
+    let mut task = Task::new(1, Probe::for_task(1), super::Outputs::new(vec![], vec![])).with_globals(1);
+    for LogRecord { key, value, .. } in &run.changelogs[1].partitions[1] {
+        task.restore(1, key.as_deref().unwrap(), value.as_deref()).unwrap();
+    }
+    assert_eq!(task.global_position(1, 0), global.partitions[0].len() as i64);
+    assert_eq!(task.global_position(1, 1), global.partitions[1].len() as i64);
+}
