@@ -138,14 +138,15 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
 fn summary(s: &RuntimeStats) -> String {
     let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     format!(
-        "{} in, {} out, {} dead-lettered, {} commits, {} aborts, {} restored in {} ms",
+        "{} in, {} out, {} dead-lettered, {} commits, {} aborts, {} restored in {} ms, lag {}",
         g(&s.records_in),
         g(&s.records_out),
         g(&s.dead_lettered),
         g(&s.commits),
         g(&s.aborts),
         g(&s.restored),
-        g(&s.restore_ms)
+        g(&s.restore_ms),
+        g(&s.lag)
     )
 }
 

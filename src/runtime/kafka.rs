@@ -163,6 +163,9 @@ pub struct RuntimeStats {
     pub restored: AtomicU64,
     /// Milliseconds spent restoring.
     pub restore_ms: AtomicU64,
+    /// Records in the assigned input partitions not yet consumed (high watermark minus
+    /// position, summed), refreshed every few seconds.
+    pub lag: AtomicU64,
 }
 
 /// Rebalance events, recorded by the consumer's callbacks (which run inside `poll`) and
@@ -330,7 +333,12 @@ where
     let mut spare_writers: Option<Vec<RecordWriter>> = None;
     let input_index: HashMap<&str, usize> = all_topics.iter().enumerate().map(|(i, t)| (*t, i)).collect();
 
+    let mut lag_checked = Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        if lag_checked.elapsed() >= Duration::from_secs(5) {
+            lag_checked = Instant::now();
+            stats.lag.store(lag(&consumer), Ordering::Relaxed);
+        }
         // 1. Fill a batch; no transaction is open, so rebalances happen only here.
         let started = Instant::now();
         let mut taken = 0;
@@ -660,6 +668,23 @@ fn commit(
     let timeout = Duration::from_millis(cfg.transaction_timeout_ms);
     producer.send_offsets_to_transaction(&tpl, &group, timeout)?;
     producer.commit_transaction(timeout)
+}
+
+/// Records not yet consumed in the assigned partitions (0 when unknown).
+fn lag(consumer: &BaseConsumer<RebalanceLog>) -> u64 {
+    let Ok(positions) = consumer.position() else { return 0 };
+    positions
+        .elements()
+        .iter()
+        .filter_map(|e| {
+            let (_, high) = consumer.fetch_watermarks(e.topic(), e.partition(), Duration::from_secs(1)).ok()?;
+            let at = match e.offset() {
+                Offset::Offset(o) => o,
+                _ => 0,
+            };
+            Some(u64::try_from(high - at).unwrap_or(0))
+        })
+        .sum()
 }
 
 /// Moves every assigned partition back to its committed offset (after an abort).
