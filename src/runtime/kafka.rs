@@ -98,6 +98,12 @@ impl RuntimeConfig {
         }
     }
 
+    /// The internal topic a stage writes re-keyed records to for the next stage
+    /// (`<application>-<stage>-repartition`; created like any output, not compacted).
+    pub fn repartition_topic(&self, stage: &str) -> String {
+        format!("{}-{stage}-repartition", self.application_id)
+    }
+
     /// The changelog topic of one store.
     pub fn changelog_topic(&self, store: &str) -> String {
         format!("{}-{}-{store}-changelog", self.application_id, self.processor)
@@ -677,7 +683,8 @@ fn lag(consumer: &BaseConsumer<RebalanceLog>) -> u64 {
         .elements()
         .iter()
         .filter_map(|e| {
-            let (_, high) = consumer.fetch_watermarks(e.topic(), e.partition(), Duration::from_secs(1)).ok()?;
+            let (_, high) =
+                consumer.fetch_watermarks(e.topic(), e.partition(), Duration::from_secs(1)).ok()?;
             let at = match e.offset() {
                 Offset::Offset(o) => o,
                 _ => 0,

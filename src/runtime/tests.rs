@@ -173,3 +173,57 @@ async fn global_inputs_reach_every_task_once_and_their_positions_are_changelogge
     assert_eq!(task.global_position(1, 0), global.partitions[0].len() as i64);
     assert_eq!(task.global_position(1, 1), global.partitions[1].len() as i64);
 }
+
+/// Re-keys its input: each record goes out keyed by a bucket of its key (a stand-in for
+/// the journal, which re-keys runs by window).
+struct Rekey;
+
+impl super::Processor for Rekey {
+    type Input = KeyedCount;
+
+    fn stores(&mut self) -> Vec<&mut dyn super::StateStore> {
+        vec![]
+    }
+
+    fn process(
+        &mut self,
+        input: KeyedCount,
+        meta: &super::RecordMeta,
+        _now: super::StreamTime,
+        out: &mut super::Outputs,
+    ) -> Result<(), super::ProcessError> {
+        let key = String::from_utf8_lossy(meta.key.as_deref().unwrap_or_default()).into_owned();
+        let bucket = format!("bucket-{}", key.len() % 3);
+        out.emit(0, bucket.clone(), &KeyedCount { key: bucket, ..input })
+            .map_err(|e| super::ProcessError { reason: "encode_failed", detail: e.to_string() })
+    }
+
+    fn on_stream_time(&mut self, _now: super::StreamTime, out: &mut super::Outputs) {
+        out.forward_stream_time(0);
+    }
+}
+
+#[tokio::test]
+async fn a_repartition_topic_re_keys_between_two_stages() {
+    let codec = Codec::new(None).unwrap();
+    let (topic, corrupt) = input(&codec, 3, 600, 40);
+    let stage1 = driver::run("rekey", &codec, &[&topic], outputs(&codec, 2), |_| Rekey).await.unwrap();
+    let repartition = &stage1.outputs[0];
+    // Records now sit on the partition of their new key; the forwarded heartbeats sit on
+    // every partition, so stage two's stream time advances even where no record lands.
+    for (p, records) in repartition.partitions.iter().enumerate() {
+        for r in records.iter().filter(|r| !r.heartbeat) {
+            assert_eq!(super::partitioner::partition_for_key(r.key.as_deref().unwrap(), 2), p as i32);
+        }
+        assert!(records.iter().any(|r| r.heartbeat), "partition {p} got stream time");
+    }
+    let stage2 =
+        driver::run("probe", &codec, &[repartition], outputs(&codec, 2), Probe::for_task).await.unwrap();
+    let per_key = decoded_outputs(&codec, &stage2.outputs[0]).await;
+    let total: usize = per_key.values().map(Vec::len).sum();
+    assert_eq!(total, 600 - corrupt, "every good record counted once after re-keying");
+    assert!(per_key.keys().all(|k| k.starts_with("bucket-")), "{:?}", per_key.keys());
+    for counts in per_key.values() {
+        assert_eq!(counts, &(1..=counts.len() as i64).collect::<Vec<_>>());
+    }
+}
