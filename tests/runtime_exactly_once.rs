@@ -6,6 +6,7 @@ mod support;
 
 use std::{
     collections::BTreeMap,
+    ops::{Deref, DerefMut},
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -119,6 +120,30 @@ fn read_committed(infra: &Infra, topic: &str) -> Vec<(i32, Bytes, Bytes)> {
     out
 }
 
+/// A `kubefacts process` child that is killed when dropped, so a failing test leaves no
+/// instance running.
+struct Instance(Child);
+
+impl Deref for Instance {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl DerefMut for Instance {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 struct Pipeline {
     app: String,
     input: String,
@@ -143,7 +168,7 @@ impl Pipeline {
     }
 
     /// Starts `kubefacts process` as its own OS process (so it can be SIGKILLed).
-    fn start(&self, infra: &Infra, instance: &str) -> Child {
+    fn start(&self, infra: &Infra, instance: &str) -> Instance {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -160,6 +185,7 @@ impl Pipeline {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
+            .map(Instance)
             .unwrap()
     }
 
@@ -170,7 +196,7 @@ impl Pipeline {
         infra: &Infra,
         n: usize,
         secs: u64,
-        running: &mut [&mut Child],
+        running: &mut [&mut Instance],
     ) -> Vec<KeyedCount> {
         let codec = Codec::new(None).unwrap();
         let deadline = Instant::now() + Duration::from_secs(secs);
@@ -349,7 +375,7 @@ async fn sigkilled_instances_lose_and_duplicate_nothing() {
     produce_log(&infra, &p.input, &log);
     let mut rng = Rng::from_env_or_clock();
     let names = ["a", "b"];
-    let mut instances: Vec<Child> = names.iter().map(|n| p.start(&infra, n)).collect();
+    let mut instances: Vec<Instance> = names.iter().map(|n| p.start(&infra, n)).collect();
 
     let (mut kills, started) = (0, Instant::now());
     while kills < 3 || read_committed(&infra, &p.output).len() < 60_000 && kills < 6 {
@@ -363,7 +389,7 @@ async fn sigkilled_instances_lose_and_duplicate_nothing() {
         std::thread::sleep(Duration::from_millis(rng.below(1_000)));
         instances[victim] = p.start(&infra, names[victim]);
     }
-    let mut running: Vec<&mut Child> = instances.iter_mut().collect();
+    let mut running: Vec<&mut Instance> = instances.iter_mut().collect();
     let outputs = tokio::task::block_in_place(|| p.wait_for_outputs(&infra, 200_000, 240, &mut running));
     assert_exactly_once(&outputs, &log, &format!("after {kills} SIGKILLs\n{}", p.logs()));
     assert_eq!(changelog_counts(&infra, &p), expected_counts(&log), "final state equals the expected state");
@@ -373,7 +399,7 @@ async fn sigkilled_instances_lose_and_duplicate_nothing() {
     }
 }
 
-fn terminate(child: &mut Child) {
+fn terminate(child: &mut Instance) {
     // SIGTERM: finish the transaction in flight and leave the group.
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
