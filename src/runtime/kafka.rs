@@ -320,6 +320,9 @@ where
         .set("isolation.level", "read_committed")
         .set("auto.offset.reset", "earliest")
         .set("partition.assignment.strategy", "range")
+        // librdkafka pauses fetching up to 1 s once its queue is full; a loop that drains the
+        // queue quickly would idle most of that pause.
+        .set("fetch.queue.backoff.ms", "20")
         .set("session.timeout.ms", cfg.session_timeout_ms.to_string())
         .create_with_context(rebalances.clone())
         .map_err(kafka("creating the consumer"))?;
@@ -672,6 +675,16 @@ fn commit(
     let group =
         consumer.group_metadata().ok_or(KafkaError::Global(rdkafka::types::RDKafkaErrorCode::State))?;
     let timeout = Duration::from_millis(cfg.transaction_timeout_ms);
+    // Wait for the batch's deliveries first. Sent at once, AddOffsetsToTxn collides with the
+    // transaction's AddPartitionsToTxn (CONCURRENT_TRANSACTIONS, retried after
+    // retry.backoff.ms = 100 ms), and rust-rdkafka's commit_transaction flush polls in
+    // 100 ms steps while anything is in flight: ~100 ms lost per transaction either way
+    // (docs/RUNTIME.md, "Runtime benchmark"). Exactly-once is unchanged: the commit waits
+    // for the same deliveries.
+    let deadline = Instant::now() + timeout;
+    while producer.in_flight_count() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_micros(200));
+    }
     producer.send_offsets_to_transaction(&tpl, &group, timeout)?;
     producer.commit_transaction(timeout)
 }
@@ -829,8 +842,13 @@ fn restore(
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "true")
             .set("fetch.wait.max.ms", "10")
+            // It lives only until the end of the changelog: never pause fetching.
+            .set("fetch.queue.backoff.ms", "0")
             .create()
             .map_err(kafka("creating the restore consumer"))?;
+        // Know the leaders before assigning, or librdkafka retries the offset lookup on a
+        // 500 ms timer.
+        consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).map_err(kafka("restore metadata"))?;
         let mut tpl = TopicPartitionList::new();
         for &p in &partitions {
             tpl.add_partition_offset(topic, p, Offset::Beginning).map_err(kafka("restore assignment"))?;
