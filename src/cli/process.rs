@@ -68,7 +68,7 @@ pub struct ProcessArgs {
     #[arg(long, default_value_t = 3)]
     pub partitions: i32,
     /// Most records per transaction.
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, default_value_t = 10_000)]
     pub max_batch_records: usize,
     /// Longest time to fill one transaction, in milliseconds.
     #[arg(long, default_value_t = 100)]

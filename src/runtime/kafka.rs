@@ -90,7 +90,7 @@ impl RuntimeConfig {
             globals: Vec::new(),
             outputs: Vec::new(),
             dead_letter: format!("{application_id}.dead-letter.v1"),
-            max_batch_records: 2_000,
+            max_batch_records: 10_000,
             commit_interval_ms: 100,
             max_task_idle_ms: 500,
             transaction_timeout_ms: 10_000,
