@@ -268,7 +268,7 @@ pub fn run_blocking<P, F>(
     codec: &Codec,
     handle: &Handle,
     ports: &[OutputPort],
-    mut make: F,
+    make: F,
     stop: &AtomicBool,
     stats: &RuntimeStats,
 ) -> Result<(), RuntimeError>
@@ -339,7 +339,7 @@ where
     let all_topics: Vec<&str> = cfg.inputs.iter().chain(&cfg.globals).map(String::as_str).collect();
 
     let mut tasks: BTreeMap<i32, TaskSlot<P>> = BTreeMap::new();
-    let mut spare_writers: Option<Vec<RecordWriter>> = None;
+    let mut factory = TaskFactory { cfg, codec, stats, make, writers, output_partitions, lanes, spare: None };
     let input_index: HashMap<&str, usize> = all_topics.iter().enumerate().map(|(i, t)| (*t, i)).collect();
 
     let mut lag_checked = Instant::now();
@@ -355,19 +355,8 @@ where
             && started.elapsed() < Duration::from_millis(cfg.commit_interval_ms)
         {
             let polled = consumer.poll(Duration::from_millis(20));
-            if apply_rebalances(
-                &rebalances,
-                &mut tasks,
-                cfg,
-                codec,
-                &mut make,
-                &writers,
-                &output_partitions,
-                &lanes,
-                &mut spare_writers,
-                stats,
-            )? {
-                reposition_globals(&global_consumer, &tasks, &lanes, &all_topics)?;
+            if factory.apply_rebalances(&rebalances, &mut tasks)? {
+                reposition_globals(&global_consumer, &tasks, &factory.lanes, &all_topics)?;
             }
             match polled {
                 Some(Ok(m)) => {
@@ -389,9 +378,14 @@ where
                 Some(Err(e)) => tracing::warn!(error = %e, "consumer error"),
                 None => {}
             }
-            if !lanes.globals.is_empty() {
-                taken +=
-                    take_globals(&global_consumer, &mut tasks, &lanes, &input_index, cfg.max_batch_records);
+            if !factory.lanes.globals.is_empty() {
+                taken += take_globals(
+                    &global_consumer,
+                    &mut tasks,
+                    &factory.lanes,
+                    &input_index,
+                    cfg.max_batch_records,
+                );
             }
         }
         if tasks.values().all(|s| s.merger.is_empty()) {
@@ -407,7 +401,7 @@ where
                 .waiting_since
                 .is_some_and(|t| t.elapsed() >= Duration::from_millis(cfg.max_task_idle_ms));
             while let Some(rec) = slot.merger.pop(idle) {
-                if rec.input < lanes.inputs {
+                if rec.input < factory.lanes.inputs {
                     offsets.insert((rec.input, partition), rec.offset + 1);
                 }
                 stats.records_in.fetch_add(1, Ordering::Relaxed);
@@ -429,7 +423,7 @@ where
                 }
                 for out in slot.task.take_outputs() {
                     stats.records_out.fetch_add(1, Ordering::Relaxed);
-                    if let Err(e) = produce_output(&producer, cfg, &output_partitions, out) {
+                    if let Err(e) = produce_output(&producer, cfg, &factory.output_partitions, out) {
                         failed = Some(e);
                     }
                 }
@@ -465,21 +459,11 @@ where
                 // Drop every task and rewind: state and positions return to the last commit.
                 let assigned: Vec<i32> = tasks.keys().copied().collect();
                 for (_, slot) in std::mem::take(&mut tasks) {
-                    spare_writers = Some(slot.task.into_writers());
+                    factory.recycle(slot);
                 }
                 rewind(&consumer)?;
-                tasks.extend(new_tasks(
-                    &assigned,
-                    cfg,
-                    codec,
-                    &mut make,
-                    &writers,
-                    &output_partitions,
-                    &lanes,
-                    &mut spare_writers,
-                    stats,
-                )?);
-                reposition_globals(&global_consumer, &tasks, &lanes, &all_topics)?;
+                tasks.extend(factory.create(&assigned)?);
+                reposition_globals(&global_consumer, &tasks, &factory.lanes, &all_topics)?;
             }
         }
     }
@@ -723,100 +707,107 @@ fn rewind(consumer: &BaseConsumer<RebalanceLog>) -> Result<(), RuntimeError> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn apply_rebalances<P: Processor>(
-    log: &RebalanceLog,
-    tasks: &mut BTreeMap<i32, TaskSlot<P>>,
-    cfg: &RuntimeConfig,
-    codec: &Codec,
-    make: &mut impl FnMut(i32) -> P,
-    writers: &impl Fn(&Codec) -> Result<Vec<RecordWriter>, CodecError>,
-    output_partitions: &[i32],
-    lanes: &Lanes,
-    spare: &mut Option<Vec<RecordWriter>>,
-    stats: &RuntimeStats,
-) -> Result<bool, RuntimeError> {
-    let events = std::mem::take(&mut *log.events.lock().expect("rebalance log"));
-    let changed = !events.is_empty();
-    for event in events {
-        match event {
-            RebalanceEvent::Revoked(parts) => {
-                for (_, partition) in parts {
-                    if let Some(slot) = tasks.remove(&partition) {
-                        tracing::info!(partition, "task revoked");
-                        *spare = Some(slot.task.into_writers());
-                    }
-                }
-            }
-            RebalanceEvent::Assigned(parts) => {
-                let mut partitions: Vec<i32> =
-                    parts.iter().map(|(_, p)| *p).filter(|p| !tasks.contains_key(p)).collect();
-                partitions.sort_unstable();
-                partitions.dedup();
-                tasks.extend(new_tasks(
-                    &partitions,
-                    cfg,
-                    codec,
-                    make,
-                    writers,
-                    output_partitions,
-                    lanes,
-                    spare,
-                    stats,
-                )?);
-            }
-        }
-    }
-    Ok(changed)
+/// Everything needed to create tasks: built once per instance, so creating tasks after a
+/// rebalance or an abort is one call.
+struct TaskFactory<'a, F, W> {
+    cfg: &'a RuntimeConfig,
+    codec: &'a Codec,
+    stats: &'a RuntimeStats,
+    make: F,
+    /// Builds one set of output writers (registers schemas when a registry is used).
+    writers: W,
+    output_partitions: Vec<i32>,
+    lanes: Lanes,
+    /// Writers of a dropped task, reused by the next one created.
+    spare: Option<Vec<RecordWriter>>,
 }
 
-/// Tasks for `partitions`, their stores restored from their changelogs (one restore
-/// consumer for all of them: its start-up, not the records, dominates small restores).
-#[allow(clippy::too_many_arguments)]
-fn new_tasks<P: Processor>(
-    partitions: &[i32],
-    cfg: &RuntimeConfig,
-    codec: &Codec,
-    make: &mut impl FnMut(i32) -> P,
-    writers: &impl Fn(&Codec) -> Result<Vec<RecordWriter>, CodecError>,
-    output_partitions: &[i32],
-    lanes: &Lanes,
-    spare: &mut Option<Vec<RecordWriter>>,
-    stats: &RuntimeStats,
-) -> Result<Vec<(i32, TaskSlot<P>)>, RuntimeError> {
-    let mut tasks = Vec::with_capacity(partitions.len());
-    for &partition in partitions {
-        let w = match spare.take() {
-            Some(w) => w,
-            None => writers(codec)?,
-        };
-        let mut task = Task::new(partition, make(partition), Outputs::new(w, output_partitions.to_vec()));
-        if !lanes.globals.is_empty() {
-            task = task.with_globals(lanes.inputs);
-        }
-        tasks.push(task);
+impl<F, W> TaskFactory<'_, F, W>
+where
+    W: Fn(&Codec) -> Result<Vec<RecordWriter>, CodecError>,
+{
+    /// Drops a task, keeping its writers for the next one.
+    fn recycle<P: Processor>(&mut self, slot: TaskSlot<P>) {
+        self.spare = Some(slot.task.into_writers());
     }
-    // (changelog topic, partition) → (task index, store index)
-    let mut sources: HashMap<(String, i32), (usize, usize)> = HashMap::new();
-    for (t, task) in tasks.iter_mut().enumerate() {
-        for (store, name) in task.store_names().iter().enumerate() {
-            sources.insert((cfg.changelog_topic(name), task.partition()), (t, store));
+
+    /// Applies the rebalances recorded since the last call; true if tasks changed.
+    fn apply_rebalances<P: Processor>(
+        &mut self,
+        log: &RebalanceLog,
+        tasks: &mut BTreeMap<i32, TaskSlot<P>>,
+    ) -> Result<bool, RuntimeError>
+    where
+        F: FnMut(i32) -> P,
+    {
+        let events = std::mem::take(&mut *log.events.lock().expect("rebalance log"));
+        let changed = !events.is_empty();
+        for event in events {
+            match event {
+                RebalanceEvent::Revoked(parts) => {
+                    for (_, partition) in parts {
+                        if let Some(slot) = tasks.remove(&partition) {
+                            tracing::info!(partition, "task revoked");
+                            self.recycle(slot);
+                        }
+                    }
+                }
+                RebalanceEvent::Assigned(parts) => {
+                    let mut partitions: Vec<i32> =
+                        parts.iter().map(|(_, p)| *p).filter(|p| !tasks.contains_key(p)).collect();
+                    partitions.sort_unstable();
+                    partitions.dedup();
+                    tasks.extend(self.create(&partitions)?);
+                }
+            }
         }
+        Ok(changed)
     }
-    let started = Instant::now();
-    let applied = restore(cfg, &sources, |(t, store), key, value| tasks[t].restore(store, key, value))?;
-    let ms = started.elapsed().as_millis() as u64;
-    stats.restored.fetch_add(applied, Ordering::Relaxed);
-    stats.restore_ms.fetch_add(ms, Ordering::Relaxed);
-    tracing::info!(?partitions, restored = applied, ms, "tasks assigned and restored");
-    Ok(tasks
-        .into_iter()
-        .map(|task| {
-            let lane_next = lanes.globals.iter().map(|&(input, q)| task.global_position(input, q)).collect();
-            let slot = TaskSlot { task, merger: Merger::new(lanes.len()), waiting_since: None, lane_next };
-            (slot.task.partition(), slot)
-        })
-        .collect())
+
+    /// Tasks for `partitions`, their stores restored from their changelogs (one restore
+    /// consumer for all of them: its start-up, not the records, dominates small restores).
+    fn create<P: Processor>(&mut self, partitions: &[i32]) -> Result<Vec<(i32, TaskSlot<P>)>, RuntimeError>
+    where
+        F: FnMut(i32) -> P,
+    {
+        let (cfg, lanes, stats) = (self.cfg, &self.lanes, self.stats);
+        let mut tasks = Vec::with_capacity(partitions.len());
+        for &partition in partitions {
+            let w = match self.spare.take() {
+                Some(w) => w,
+                None => (self.writers)(self.codec)?,
+            };
+            let mut task =
+                Task::new(partition, (self.make)(partition), Outputs::new(w, self.output_partitions.clone()));
+            if !lanes.globals.is_empty() {
+                task = task.with_globals(lanes.inputs);
+            }
+            tasks.push(task);
+        }
+        // (changelog topic, partition) → (task index, store index)
+        let mut sources: HashMap<(String, i32), (usize, usize)> = HashMap::new();
+        for (t, task) in tasks.iter_mut().enumerate() {
+            for (store, name) in task.store_names().iter().enumerate() {
+                sources.insert((cfg.changelog_topic(name), task.partition()), (t, store));
+            }
+        }
+        let started = Instant::now();
+        let applied = restore(cfg, &sources, |(t, store), key, value| tasks[t].restore(store, key, value))?;
+        let ms = started.elapsed().as_millis() as u64;
+        stats.restored.fetch_add(applied, Ordering::Relaxed);
+        stats.restore_ms.fetch_add(ms, Ordering::Relaxed);
+        tracing::info!(?partitions, restored = applied, ms, "tasks assigned and restored");
+        Ok(tasks
+            .into_iter()
+            .map(|task| {
+                let lane_next =
+                    lanes.globals.iter().map(|&(input, q)| task.global_position(input, q)).collect();
+                let slot =
+                    TaskSlot { task, merger: Merger::new(lanes.len()), waiting_since: None, lane_next };
+                (slot.task.partition(), slot)
+            })
+            .collect())
+    }
 }
 
 /// Reads changelog partitions from the start to their last stable offsets, handing each
