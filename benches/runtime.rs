@@ -506,7 +506,8 @@ fn run_backlog(
     // offset fetch never waits for a transaction in flight.
     let poller: BaseConsumer = env
         .client()
-        .set("group.id", &app)
+        // The stage's group: `<application id>-<stage>`, and the stage is the processor.
+        .set("group.id", format!("{app}-probe"))
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_uncommitted")
         .create()

@@ -11,6 +11,7 @@
 pub mod cli;
 pub mod codec;
 pub mod config;
+pub mod metrics;
 pub mod observe;
 pub mod runtime;
 pub mod telemetry;

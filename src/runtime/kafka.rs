@@ -47,12 +47,13 @@ use crate::codec::{Codec, CodecError, RecordWriter};
 pub struct RuntimeConfig {
     /// Kafka bootstrap servers.
     pub bootstrap: String,
-    /// The application: consumer group id and prefix of changelog topics.
+    /// The application: prefix of consumer groups, transactional ids and changelog topics.
     pub application_id: String,
-    /// This instance's stable id: its transactional id is `<application_id>-<instance_id>`,
-    /// so a restarted instance fences its previous incarnation.
+    /// This instance's stable id, part of its transactional id (see
+    /// [`RuntimeConfig::transactional_id`]).
     pub instance_id: String,
-    /// Name of the processor (part of changelog topic names and dead letters).
+    /// Name of the stage (unique in the application): part of the consumer group,
+    /// changelog topic names and dead letters.
     pub processor: String,
     /// Input topics, co-partitioned, in the processor's input order.
     pub inputs: Vec<String>,
@@ -76,6 +77,57 @@ pub struct RuntimeConfig {
     /// Consumer group session timeout, in milliseconds: how soon a crashed instance's
     /// partitions move.
     pub session_timeout_ms: u64,
+    /// A deliberate pause, for tests of lost assignments only.
+    pub failpoint: Option<Failpoint>,
+}
+
+/// Where in a transaction a [`Failpoint`] pauses the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailpointAt {
+    /// The transaction's records are produced; its offsets are not sent yet.
+    BeforeOffsets,
+    /// The offsets are sent; the commit is not.
+    BeforeCommit,
+}
+
+/// Stops the whole process with SIGSTOP inside its `transaction`-th transaction (counting
+/// from 1), as a long GC pause or a frozen VM would: heartbeats stop, the group moves the
+/// partitions away, and a test resumes the process with SIGCONT to check that the zombie's
+/// transaction cannot corrupt the new owner's results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failpoint {
+    /// Where the pause happens.
+    pub at: FailpointAt,
+    /// Which transaction pauses.
+    pub transaction: u64,
+}
+
+impl std::str::FromStr for Failpoint {
+    type Err = String;
+
+    /// `before-offsets:N` or `before-commit:N`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (at, n) = s.split_once(':').ok_or_else(|| format!("{s:?}: expected <where>:<transaction>"))?;
+        let at = match at {
+            "before-offsets" => FailpointAt::BeforeOffsets,
+            "before-commit" => FailpointAt::BeforeCommit,
+            other => return Err(format!("{other:?}: expected before-offsets or before-commit")),
+        };
+        let transaction = n.parse().map_err(|e| format!("{n:?}: {e}"))?;
+        Ok(Self { at, transaction })
+    }
+}
+
+impl Failpoint {
+    fn pause_if(this: Option<Self>, at: FailpointAt, transaction: u64) {
+        if this.is_some_and(|f| f.at == at && f.transaction == transaction) {
+            tracing::warn!(?at, transaction, "failpoint: stopping this process (SIGSTOP)");
+            let pid = std::process::id().to_string();
+            if let Err(e) = std::process::Command::new("kill").args(["-STOP", &pid]).status() {
+                tracing::error!(error = %e, "failpoint: could not stop the process");
+            }
+        }
+    }
 }
 
 impl RuntimeConfig {
@@ -95,6 +147,7 @@ impl RuntimeConfig {
             max_task_idle_ms: 500,
             transaction_timeout_ms: 10_000,
             session_timeout_ms: 10_000,
+            failpoint: None,
         }
     }
 
@@ -102,6 +155,19 @@ impl RuntimeConfig {
     /// (`<application>-<stage>-repartition`; created like any output, not compacted).
     pub fn repartition_topic(&self, stage: &str) -> String {
         format!("{}-{stage}-repartition", self.application_id)
+    }
+
+    /// The consumer group of this stage: `<application_id>-<processor>`. Each stage of a
+    /// pipeline is its own group with its own transactions, so one slow or failing stage
+    /// never holds another's commits.
+    pub fn group_id(&self) -> String {
+        format!("{}-{}", self.application_id, self.processor)
+    }
+
+    /// The transactional id: `<application_id>-<processor>-<instance_id>`, stable across
+    /// restarts so a restarted instance fences its previous incarnation.
+    pub fn transactional_id(&self) -> String {
+        format!("{}-{}", self.group_id(), self.instance_id)
     }
 
     /// The changelog topic of one store.
@@ -165,10 +231,12 @@ pub struct RuntimeStats {
     pub commits: AtomicU64,
     /// Transactions aborted.
     pub aborts: AtomicU64,
-    /// Changelog records applied during restores.
+    /// Changelog records applied during restores (moves while a restore runs).
     pub restored: AtomicU64,
     /// Milliseconds spent restoring.
     pub restore_ms: AtomicU64,
+    /// Tasks being restored right now (a gauge: non-zero while a restore runs).
+    pub restoring_tasks: AtomicU64,
     /// Records in the assigned input partitions not yet consumed (high watermark minus
     /// position, summed), refreshed every few seconds.
     pub lag: AtomicU64,
@@ -276,7 +344,7 @@ where
     P: Processor,
     F: FnMut(i32) -> P,
 {
-    let transactional_id = format!("{}-{}", cfg.application_id, cfg.instance_id);
+    let transactional_id = cfg.transactional_id();
     let metadata_client: BaseConsumer =
         client_config(cfg).create().map_err(kafka("creating a metadata client"))?;
     let partition_count = |topic: &str| -> Result<i32, RuntimeError> {
@@ -315,7 +383,7 @@ where
 
     let rebalances = RebalanceLog::default();
     let consumer: BaseConsumer<RebalanceLog> = client_config(cfg)
-        .set("group.id", &cfg.application_id)
+        .set("group.id", cfg.group_id())
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("auto.offset.reset", "earliest")
@@ -331,7 +399,7 @@ where
     // Every instance reads global inputs whole, outside the group; positions live in the
     // tasks' changelogged stores, not in committed offsets.
     let global_consumer: BaseConsumer = client_config(cfg)
-        .set("group.id", format!("{}-global", cfg.application_id))
+        .set("group.id", format!("{}-global", cfg.group_id()))
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .create()
@@ -343,6 +411,7 @@ where
     let input_index: HashMap<&str, usize> = all_topics.iter().enumerate().map(|(i, t)| (*t, i)).collect();
 
     let mut lag_checked = Instant::now();
+    let mut transactions = 0u64;
     while !stop.load(Ordering::Relaxed) {
         if lag_checked.elapsed() >= Duration::from_secs(5) {
             lag_checked = Instant::now();
@@ -355,7 +424,7 @@ where
             && started.elapsed() < Duration::from_millis(cfg.commit_interval_ms)
         {
             let polled = consumer.poll(Duration::from_millis(20));
-            if factory.apply_rebalances(&rebalances, &mut tasks)? {
+            if factory.apply_rebalances(&rebalances, &consumer, &mut tasks)? {
                 reposition_globals(&global_consumer, &tasks, &factory.lanes, &all_topics)?;
             }
             match polled {
@@ -441,7 +510,10 @@ where
         }
         let result = match failed {
             Some(e) => Err(e),
-            None => commit(&producer, &consumer, cfg, &inputs, &offsets),
+            None => {
+                transactions += 1;
+                commit(&producer, &consumer, cfg, &inputs, &offsets, transactions)
+            }
         };
         match result {
             Ok(()) => {
@@ -651,6 +723,7 @@ fn commit(
     cfg: &RuntimeConfig,
     inputs: &[&str],
     offsets: &BTreeMap<(usize, i32), i64>,
+    transaction: u64,
 ) -> Result<(), KafkaError> {
     let mut tpl = TopicPartitionList::new();
     for (&(input, partition), &next) in offsets {
@@ -669,26 +742,74 @@ fn commit(
     while producer.in_flight_count() > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_micros(200));
     }
+    Failpoint::pause_if(cfg.failpoint, FailpointAt::BeforeOffsets, transaction);
     producer.send_offsets_to_transaction(&tpl, &group, timeout)?;
+    Failpoint::pause_if(cfg.failpoint, FailpointAt::BeforeCommit, transaction);
     producer.commit_transaction(timeout)
 }
 
-/// Records not yet consumed in the assigned partitions (0 when unknown).
+/// Records not yet consumed in the assigned partitions (0 when unknown). A partition that
+/// has delivered nothing since its assignment has no position yet: its committed offset
+/// stands in (counting from 0 would report the whole partition as lag).
 fn lag(consumer: &BaseConsumer<RebalanceLog>) -> u64 {
     let Ok(positions) = consumer.position() else { return 0 };
-    positions
-        .elements()
-        .iter()
-        .filter_map(|e| {
-            let (_, high) =
-                consumer.fetch_watermarks(e.topic(), e.partition(), Duration::from_secs(1)).ok()?;
-            let at = match e.offset() {
-                Offset::Offset(o) => o,
-                _ => 0,
-            };
-            Some(u64::try_from(high - at).unwrap_or(0))
+    let mut unknown = TopicPartitionList::new();
+    let mut at: Vec<(String, i32, i64)> = Vec::new();
+    for e in positions.elements() {
+        match e.offset() {
+            Offset::Offset(o) => at.push((e.topic().to_owned(), e.partition(), o)),
+            _ => {
+                unknown.add_partition(e.topic(), e.partition());
+            }
+        }
+    }
+    if unknown.count() > 0
+        && let Ok(committed) = consumer.committed_offsets(unknown, Duration::from_secs(1))
+    {
+        for e in committed.elements() {
+            let o = if let Offset::Offset(o) = e.offset() { o } else { 0 };
+            at.push((e.topic().to_owned(), e.partition(), o));
+        }
+    }
+    at.iter()
+        .filter_map(|(topic, partition, o)| {
+            let (_, high) = consumer.fetch_watermarks(topic, *partition, Duration::from_secs(1)).ok()?;
+            Some(u64::try_from(high - o).unwrap_or(0))
         })
         .sum()
+}
+
+/// Waits until no transaction that commits offsets for these partitions is pending.
+///
+/// A member that lost its partitions (a session timeout while it was paused) may still
+/// hold an open transaction carrying their offsets and changelog writes, and may yet
+/// commit it. Restoring before that transaction ends would read the changelog without its
+/// writes while the consumer later starts after its offsets: state and position would
+/// disagree. A read_committed consumer's offset fetch asks for stable offsets (KIP-447),
+/// and librdkafka retries until the pending transaction commits, aborts or times out.
+fn wait_for_stable_offsets(
+    consumer: &BaseConsumer<RebalanceLog>,
+    cfg: &RuntimeConfig,
+    partitions: &[i32],
+) -> Result<(), RuntimeError> {
+    if partitions.is_empty() {
+        return Ok(());
+    }
+    let mut tpl = TopicPartitionList::new();
+    for topic in &cfg.inputs {
+        for &p in partitions {
+            tpl.add_partition(topic, p);
+        }
+    }
+    // The broker aborts a transaction after its timeout, so this wait is bounded by it.
+    let timeout = Duration::from_millis(cfg.transaction_timeout_ms.saturating_mul(2) + 30_000);
+    let started = Instant::now();
+    consumer.committed_offsets(tpl, timeout).map_err(kafka("waiting for stable committed offsets"))?;
+    let waited_ms = started.elapsed().as_millis() as u64;
+    if waited_ms > 1_000 {
+        tracing::info!(?partitions, waited_ms, "waited for a pending transaction of the previous owner");
+    }
+    Ok(())
 }
 
 /// Moves every assigned partition back to its committed offset (after an abort).
@@ -735,6 +856,7 @@ where
     fn apply_rebalances<P: Processor>(
         &mut self,
         log: &RebalanceLog,
+        consumer: &BaseConsumer<RebalanceLog>,
         tasks: &mut BTreeMap<i32, TaskSlot<P>>,
     ) -> Result<bool, RuntimeError>
     where
@@ -757,6 +879,7 @@ where
                         parts.iter().map(|(_, p)| *p).filter(|p| !tasks.contains_key(p)).collect();
                     partitions.sort_unstable();
                     partitions.dedup();
+                    wait_for_stable_offsets(consumer, self.cfg, &partitions)?;
                     tasks.extend(self.create(&partitions)?);
                 }
             }
@@ -792,9 +915,12 @@ where
             }
         }
         let started = Instant::now();
-        let applied = restore(cfg, &sources, |(t, store), key, value| tasks[t].restore(store, key, value))?;
+        stats.restoring_tasks.fetch_add(tasks.len() as u64, Ordering::Relaxed);
+        let restored =
+            restore(cfg, stats, &sources, |(t, store), key, value| tasks[t].restore(store, key, value));
+        stats.restoring_tasks.fetch_sub(tasks.len() as u64, Ordering::Relaxed);
+        let applied = restored?;
         let ms = started.elapsed().as_millis() as u64;
-        stats.restored.fetch_add(applied, Ordering::Relaxed);
         stats.restore_ms.fetch_add(ms, Ordering::Relaxed);
         tracing::info!(?partitions, restored = applied, ms, "tasks assigned and restored");
         Ok(tasks
@@ -816,6 +942,7 @@ where
 /// unambiguous.
 fn restore(
     cfg: &RuntimeConfig,
+    stats: &RuntimeStats,
     sources: &HashMap<(String, i32), (usize, usize)>,
     mut apply: impl FnMut((usize, usize), &[u8], Option<&[u8]>) -> Result<(), super::store::StoreError>,
 ) -> Result<u64, RuntimeError> {
@@ -828,7 +955,7 @@ fn restore(
         // The restore consumer only assigns, reads to the end and goes: its group id is
         // never joined or committed to, but librdkafka wants one.
         let consumer: BaseConsumer = client_config(cfg)
-            .set("group.id", format!("{}-restore", cfg.application_id))
+            .set("group.id", format!("{}-restore", cfg.group_id()))
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "true")
@@ -854,6 +981,7 @@ fn restore(
                         RuntimeError::Restore { topic: topic.to_owned(), partition: m.partition(), source }
                     })?;
                     applied += 1;
+                    stats.restored.fetch_add(1, Ordering::Relaxed);
                 }
                 // At the last stable offset: everything committed so far is applied.
                 Some(Err(KafkaError::PartitionEOF(p))) => {

@@ -1,0 +1,482 @@
+//! The Prometheus `/metrics` endpoint of `kubefacts process`: the [`RuntimeStats`] counters
+//! of every stage, read from their atomics at scrape time, in the OpenMetrics text format.
+//! `docs/METRICS.md` lists every metric; a test fails when it and [`Metrics::encode`]
+//! disagree.
+//!
+//! ```no_run
+//! # async fn run(stats: std::sync::Arc<kubefacts::runtime::kafka::RuntimeStats>) -> Result<(), kubefacts::metrics::MetricsError> {
+//! use std::sync::Arc;
+//! use kubefacts::metrics::{Metrics, MetricsServer};
+//!
+//! let mut metrics = Metrics::new();
+//! metrics.add_stage("probe", stats);
+//! let server = MetricsServer::bind("0.0.0.0:9464".parse().expect("an address")).await?;
+//! tokio::spawn(server.serve(Arc::new(metrics), async { /* resolves at shutdown */ }));
+//! # Ok(()) }
+//! ```
+
+use std::{
+    convert::Infallible,
+    fmt,
+    future::Future,
+    io,
+    net::SocketAddr,
+    sync::{
+        Arc, PoisonError, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use http_body_util::Full;
+use hyper::{
+    Method, Request, Response, StatusCode,
+    body::{Bytes, Incoming},
+    header::{ALLOW, CONTENT_TYPE, HeaderValue},
+    server::conn::http1,
+    service::service_fn,
+};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeMetric},
+    metrics::{MetricType, TypedMetric, counter::ConstCounter, gauge::ConstGauge},
+    registry::{Registry, Unit},
+};
+use thiserror::Error;
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::watch,
+    task::JoinSet,
+};
+
+use crate::runtime::kafka::RuntimeStats;
+
+/// The `Content-Type` of a scrape: the OpenMetrics text format, which is what
+/// `prometheus-client` writes (`# UNIT`, `# EOF`, counter families without `_total`).
+/// Prometheus asks for it first by default.
+pub const CONTENT_TYPE_OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The only path served.
+pub const METRICS_PATH: &str = "/metrics";
+
+/// A client must send its request headers within this time (bounds idle sockets).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long shutdown waits for in-flight scrapes before dropping their connections.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Pause after a failed `accept` (e.g. out of file descriptors) so the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Why the metrics endpoint could not start.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum MetricsError {
+    /// The listen address could not be bound: in use, not local, or not permitted.
+    #[error("cannot listen for metrics on {addr}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The socket error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The metrics of one process: every registered stage's [`RuntimeStats`], labelled
+/// `stage`. Cheap to scrape concurrently; share it as `Arc<Metrics>`.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    stages: Arc<StageCollector>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// No stage yet: a scrape describes every family and has no samples.
+    pub fn new() -> Self {
+        let stages = Arc::new(StageCollector::default());
+        let mut registry = Registry::with_prefix("kubefacts");
+        registry.register_collector(Box::new(Arc::clone(&stages)));
+        Self { registry, stages }
+    }
+
+    /// Exports `stats` under `stage="<stage>"`. Values are read at each scrape, so the
+    /// runtime keeps updating its atomics and nothing copies them. Adding a stage name
+    /// again replaces the earlier stats (a restarted stage brings fresh ones), so a scrape
+    /// never holds two series with the same labels.
+    pub fn add_stage(&mut self, stage: &str, stats: Arc<RuntimeStats>) {
+        let mut stages = self.stages.stages.write().unwrap_or_else(PoisonError::into_inner);
+        match stages.iter_mut().find(|s| s.name == stage) {
+            Some(existing) => existing.stats = stats,
+            None => stages.push(Stage { name: stage.to_owned(), stats }),
+        }
+    }
+
+    /// The OpenMetrics text exposition, ending in `# EOF`.
+    pub fn encode(&self) -> String {
+        self.try_encode().unwrap_or_else(|fmt::Error| {
+            // Writing to a String cannot fail; only a collector bug gets here.
+            tracing::error!("metrics: encoding failed");
+            String::new()
+        })
+    }
+
+    fn try_encode(&self) -> Result<String, fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+#[derive(Debug)]
+struct Stage {
+    name: String,
+    stats: Arc<RuntimeStats>,
+}
+
+/// One collector for all stages, so that each metric family is described once (HELP,
+/// TYPE) with a series per stage; a collector per stage would repeat the family, which
+/// OpenMetrics parsers reject.
+#[derive(Debug, Default)]
+struct StageCollector {
+    /// Written only by `add_stage`; the lock is never held across an await.
+    stages: RwLock<Vec<Stage>>,
+}
+
+fn load(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+/// Where a metric's value lives in [`RuntimeStats`].
+type Field = fn(&RuntimeStats) -> &AtomicU64;
+
+impl Collector for StageCollector {
+    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let stages = self.stages.read().unwrap_or_else(PoisonError::into_inner);
+        let records = Unit::Other("records".to_owned());
+        let counters: [(&str, &str, Option<&Unit>, Field); 4] = [
+            ("records_in", "Input records consumed and processed, heartbeats included.", None, |s| {
+                &s.records_in
+            }),
+            ("records_out", "Output records produced, forwarded heartbeats included.", None, |s| {
+                &s.records_out
+            }),
+            ("dead_letters", "Input records dead-lettered instead of processed.", None, |s| &s.dead_lettered),
+            ("restored", "Changelog records applied while restoring state stores.", Some(&records), |s| {
+                &s.restored
+            }),
+        ];
+        for (name, help, unit, field) in counters {
+            family(&mut e, &stages, name, help, unit, |s| ConstCounter::new(load(field(s))))?;
+        }
+        let help = "Time spent restoring state stores from changelogs.";
+        family(&mut e, &stages, "restore", help, Some(&Unit::Seconds), |s| {
+            ConstCounter::new(load(&s.restore_ms) as f64 / 1000.0)
+        })?;
+        let gauges: [(&str, &str, Option<&Unit>, Field); 2] = [
+            ("restoring_tasks", "Tasks whose state stores are being restored now.", None, |s| {
+                &s.restoring_tasks
+            }),
+            (
+                "consumer_lag",
+                "Input records assigned but not yet consumed (refreshed every few seconds).",
+                Some(&records),
+                |s| &s.lag,
+            ),
+        ];
+        for (name, help, unit, field) in gauges {
+            family(&mut e, &stages, name, help, unit, |s| ConstGauge::new(load(field(s))))?;
+        }
+        let help = "Kafka transactions ended, by outcome.";
+        let mut family = e.encode_descriptor("transactions", help, None, MetricType::Counter)?;
+        for s in stages.iter() {
+            for (outcome, value) in [("committed", &s.stats.commits), ("aborted", &s.stats.aborts)] {
+                let labels = [("stage", s.name.as_str()), ("outcome", outcome)];
+                ConstCounter::new(load(value)).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Describes one metric family once, then writes one series per stage.
+fn family<M: EncodeMetric + TypedMetric>(
+    e: &mut DescriptorEncoder,
+    stages: &[Stage],
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    metric: impl Fn(&RuntimeStats) -> M,
+) -> fmt::Result {
+    let mut family = e.encode_descriptor(name, help, unit, M::TYPE)?;
+    for s in stages {
+        metric(&s.stats).encode(family.encode_family(&[("stage", s.name.as_str())])?)?;
+    }
+    Ok(())
+}
+
+/// The HTTP listener of the metrics endpoint, bound but not yet serving.
+#[derive(Debug)]
+pub struct MetricsServer {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+}
+
+impl MetricsServer {
+    /// Binds `addr` now, so a taken port fails at start rather than at the first scrape.
+    /// Async because tokio's listener sets `SO_REUSEADDR`: a restarted container rebinds
+    /// its port even while the old connections sit in `TIME_WAIT`.
+    pub async fn bind(addr: SocketAddr) -> Result<Self, MetricsError> {
+        let bind_error = |source| MetricsError::Bind { addr, source };
+        let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+        let local_addr = listener.local_addr().map_err(bind_error)?;
+        Ok(Self { listener, local_addr })
+    }
+
+    /// The bound address (the actual port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Serves `GET /metrics` until `shutdown` resolves, then lets in-flight scrapes finish
+    /// (at most a few seconds) and returns. Other paths get 404, other methods 405. A
+    /// failed `accept` is logged and retried: the endpoint never stops the processor.
+    pub async fn serve(self, metrics: Arc<Metrics>, shutdown: impl Future<Output = ()>) {
+        let (stop, stopped) = watch::channel(());
+        let mut connections = JoinSet::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        connections.spawn(connection(stream, Arc::clone(&metrics), stopped.clone()));
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "metrics: accept failed");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    }
+                },
+                // Reap finished connections so the set does not grow.
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+        drop(self.listener);
+        stop.send_replace(());
+        let drained = async { while connections.join_next().await.is_some() {} };
+        if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
+            tracing::warn!("metrics: dropping connections still open after the shutdown grace");
+        }
+        // Dropping the set aborts whatever is left.
+    }
+}
+
+/// One HTTP/1 connection; closed gracefully (after the current response) on `stop`.
+async fn connection(stream: TcpStream, metrics: Arc<Metrics>, mut stop: watch::Receiver<()>) {
+    let service = service_fn(move |req: Request<Incoming>| {
+        let response = respond(&metrics, req.method(), req.uri().path());
+        async move { Ok::<_, Infallible>(response) }
+    });
+    let mut builder = http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+    let mut conn = std::pin::pin!(builder.serve_connection(TokioIo::new(stream), service));
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = stop.changed() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(error) = result {
+        tracing::debug!(%error, "metrics: connection ended with an error");
+    }
+}
+
+fn respond(metrics: &Metrics, method: &Method, path: &str) -> Response<Full<Bytes>> {
+    if path != METRICS_PATH {
+        return text(StatusCode::NOT_FOUND, "not found: metrics are at /metrics\n".to_owned());
+    }
+    if method != Method::GET {
+        let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "only GET is allowed\n".to_owned());
+        response.headers_mut().insert(ALLOW, HeaderValue::from_static("GET"));
+        return response;
+    }
+    match metrics.try_encode() {
+        Ok(body) => {
+            let mut response = text(StatusCode::OK, body);
+            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE_OPENMETRICS));
+            response
+        }
+        Err(fmt::Error) => {
+            tracing::error!("metrics: encoding failed");
+            text(StatusCode::INTERNAL_SERVER_ERROR, "encoding the metrics failed\n".to_owned())
+        }
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::*;
+
+    fn stats() -> Arc<RuntimeStats> {
+        Arc::new(RuntimeStats::default())
+    }
+
+    /// The value of the sample `name{labels}`, if present.
+    fn sample(out: &str, name: &str, labels: &str) -> Option<String> {
+        let prefix = format!("{name}{{{labels}}} ");
+        out.lines().find_map(|l| l.strip_prefix(&prefix)).map(str::to_owned)
+    }
+
+    #[test]
+    fn every_metric_follows_its_atomic_per_stage() {
+        let (runs, probe) = (stats(), stats());
+        let mut metrics = Metrics::new();
+        metrics.add_stage("runs", Arc::clone(&runs));
+        metrics.add_stage("probe", Arc::clone(&probe));
+        let fields: [(&str, &str, &AtomicU64); 9] = [
+            ("kubefacts_records_in_total", "", &runs.records_in),
+            ("kubefacts_records_out_total", "", &runs.records_out),
+            ("kubefacts_dead_letters_total", "", &runs.dead_lettered),
+            ("kubefacts_transactions_total", ",outcome=\"committed\"", &runs.commits),
+            ("kubefacts_transactions_total", ",outcome=\"aborted\"", &runs.aborts),
+            ("kubefacts_restored_records_total", "", &runs.restored),
+            ("kubefacts_restore_seconds_total", "", &runs.restore_ms),
+            ("kubefacts_restoring_tasks", "", &runs.restoring_tasks),
+            ("kubefacts_consumer_lag_records", "", &runs.lag),
+        ];
+        for (_, _, a) in &fields {
+            a.store(3000, Ordering::Relaxed);
+        }
+        let before = metrics.encode();
+        for (_, _, a) in &fields {
+            a.fetch_add(1500, Ordering::Relaxed);
+        }
+        let after = metrics.encode();
+        for (name, extra, _) in fields {
+            let labels = format!("stage=\"runs\"{extra}");
+            let (b, a) = (sample(&before, name, &labels), sample(&after, name, &labels));
+            let expected = if name == "kubefacts_restore_seconds_total" {
+                (Some("3.0".to_owned()), Some("4.5".to_owned()))
+            } else {
+                (Some("3000".to_owned()), Some("4500".to_owned()))
+            };
+            assert_eq!((b, a), expected, "{name}{{{labels}}} in\n{after}");
+            // The other stage's series exists and did not move.
+            let probe_labels = format!("stage=\"probe\"{extra}");
+            assert!(sample(&after, name, &probe_labels).is_some_and(|v| v.starts_with('0')), "{name}");
+        }
+    }
+
+    #[test]
+    fn each_family_is_described_once_with_several_stages() {
+        let mut metrics = Metrics::new();
+        for stage in ["runs", "journal", "probe"] {
+            metrics.add_stage(stage, stats());
+        }
+        metrics.add_stage("runs", stats()); // replaces, does not duplicate
+        let out = metrics.encode();
+        let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE ")).collect();
+        assert_eq!(types.len(), 8, "{out}");
+        assert_eq!(types.iter().collect::<BTreeSet<_>>().len(), types.len(), "{out}");
+        assert!(out.lines().all(|l| l.starts_with('#') || !l.is_empty()));
+        assert_eq!(out.matches("kubefacts_records_in_total{").count(), 3, "{out}");
+        assert!(out.ends_with("# EOF\n"), "{out}");
+        assert!(Metrics::new().encode().lines().all(|l| l.starts_with('#')));
+    }
+
+    /// Rows of the metrics table: name → (type, labels).
+    fn documented() -> BTreeMap<String, (String, BTreeSet<String>)> {
+        let cell = |c: &str| c.trim().trim_matches('`').to_owned();
+        include_str!("../docs/METRICS.md")
+            .lines()
+            .filter(|l| l.starts_with("| `kubefacts_"))
+            .map(|l| {
+                let cells: Vec<&str> = l.trim_matches('|').split('|').collect();
+                let labels = cells[2].split(',').map(cell).filter(|c| !c.is_empty()).collect();
+                (cell(cells[0]), (cell(cells[1]), labels))
+            })
+            .collect()
+    }
+
+    /// Sample name → (type, label names), from the exposition.
+    fn exposed(out: &str) -> BTreeMap<String, (String, BTreeSet<String>)> {
+        let types: BTreeMap<&str, &str> =
+            out.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.split_once(' ')).collect();
+        let mut exposed = BTreeMap::new();
+        for line in out.lines().filter(|l| !l.starts_with('#')) {
+            let Some((name, rest)) = line.split_once('{') else { continue };
+            let labels = rest.split(',').filter_map(|kv| kv.split_once('=')).map(|(k, _)| k.to_owned());
+            let family = name.strip_suffix("_total").filter(|f| types.contains_key(f)).unwrap_or(name);
+            let kind = types.get(family).copied().unwrap_or("missing TYPE").to_owned();
+            let entry = exposed.entry(name.to_owned()).or_insert((kind, BTreeSet::new()));
+            entry.1.extend(labels);
+        }
+        exposed
+    }
+
+    #[test]
+    fn docs_metrics_table_matches_the_endpoint() {
+        let mut metrics = Metrics::new();
+        metrics.add_stage("runs", stats());
+        let documented = documented();
+        assert!(!documented.is_empty(), "no `kubefacts_` rows found in docs/METRICS.md");
+        assert_eq!(documented, exposed(&metrics.encode()), "docs/METRICS.md (left) vs encode() (right)");
+    }
+
+    #[tokio::test]
+    async fn serves_metrics_over_http_until_shutdown() {
+        let mut metrics = Metrics::new();
+        let runs = stats();
+        runs.records_in.store(42, Ordering::Relaxed);
+        metrics.add_stage("runs", runs);
+        let server = MetricsServer::bind("127.0.0.1:0".parse().expect("addr")).await.expect("bind");
+        let base = format!("http://{}", server.local_addr());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.serve(Arc::new(metrics), async {
+            let _ = rx.await;
+        }));
+        let client = reqwest::Client::new();
+
+        let ok = client.get(format!("{base}/metrics")).send().await.expect("GET /metrics");
+        assert_eq!(ok.status(), 200);
+        assert_eq!(ok.headers()[CONTENT_TYPE], CONTENT_TYPE_OPENMETRICS);
+        let body = ok.text().await.expect("body");
+        assert!(body.contains("kubefacts_records_in_total{stage=\"runs\"} 42"), "{body}");
+        assert!(body.contains("# TYPE kubefacts_consumer_lag_records gauge"), "{body}");
+
+        let missing = client.get(format!("{base}/other")).send().await.expect("GET /other");
+        assert_eq!(missing.status(), 404);
+        let post = client.post(format!("{base}/metrics")).send().await.expect("POST /metrics");
+        assert_eq!(post.status(), 405);
+        assert_eq!(post.headers()[ALLOW], "GET");
+
+        // The client keeps its connection alive: shutdown must close it, not wait for it.
+        tx.send(()).expect("server running");
+        tokio::time::timeout(Duration::from_secs(2), task).await.expect("serve returned").expect("no panic");
+        assert!(client.get(format!("{base}/metrics")).send().await.is_err(), "still serving");
+    }
+
+    #[tokio::test]
+    async fn bind_failure_names_the_address() {
+        let taken = MetricsServer::bind("127.0.0.1:0".parse().expect("addr")).await.expect("bind");
+        let addr = taken.local_addr();
+        let error = MetricsServer::bind(addr).await.expect_err("port is taken");
+        assert!(matches!(error, MetricsError::Bind { .. }));
+        assert!(error.to_string().contains(&addr.to_string()), "{error}");
+    }
+}
