@@ -1,6 +1,6 @@
-//! Pipeline configuration: cluster identity and topic names. Every component reads the
-//! same file (`pipelines/default.toml` is the documented default), so a deployment
-//! renames topics in one place.
+//! Pipeline configuration: cluster identity, topic names and the stages `process` runs.
+//! Every component reads the same file (`pipelines/default.toml` is the documented
+//! default), so a deployment renames topics in one place.
 
 use std::path::Path;
 
@@ -55,6 +55,9 @@ pub struct PipelineConfig {
     /// Topic names.
     #[serde(default)]
     pub topics: TopicsConfig,
+    /// What `kubefacts process` runs, and how.
+    #[serde(default)]
+    pub process: ProcessConfig,
 }
 
 fn default_cluster() -> String {
@@ -63,7 +66,11 @@ fn default_cluster() -> String {
 
 impl Default for PipelineConfig {
     fn default() -> Self {
-        Self { cluster: default_cluster(), topics: TopicsConfig::default() }
+        Self {
+            cluster: default_cluster(),
+            topics: TopicsConfig::default(),
+            process: ProcessConfig::default(),
+        }
     }
 }
 
@@ -113,6 +120,82 @@ impl Default for TopicsConfig {
             session_projections: "session-projections.v1".into(),
             dead_letter: "dead-letter.v1".into(),
         }
+    }
+}
+
+/// The `[process]` section: the stages one `kubefacts process` runs and the runtime's
+/// settings, shared by every stage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProcessConfig {
+    /// Prefix of every consumer group (`<application_id>-<stage>`), transactional id
+    /// (`<application_id>-<stage>-<instance>`) and changelog topic
+    /// (`<application_id>-<stage>-<store>-changelog`).
+    pub application_id: String,
+    /// Most input records in one transaction.
+    pub max_batch_records: usize,
+    /// Longest time spent filling one transaction, in milliseconds.
+    pub commit_interval_ms: u64,
+    /// How long a task waits for every co-partitioned input before it processes what it
+    /// has, in milliseconds.
+    pub max_task_idle_ms: u64,
+    /// Broker-side transaction timeout, in milliseconds.
+    pub transaction_timeout_ms: u64,
+    /// Consumer group session timeout, in milliseconds (the broker's minimum is 6000).
+    pub session_timeout_ms: u64,
+    /// Create missing topics; when false, a missing topic is an error listing the exact
+    /// commands that create it.
+    pub create_topics: bool,
+    /// Partitions of topics `create_topics` creates (changelogs follow their inputs).
+    pub partitions: i32,
+    /// Address of the Prometheus `/metrics` endpoint (`host:port`); unset: no endpoint.
+    pub metrics_addr: Option<String>,
+    /// The stages, in topological order (a stage reads topics earlier stages write).
+    pub stages: Vec<StageConfig>,
+}
+
+impl Default for ProcessConfig {
+    fn default() -> Self {
+        Self {
+            application_id: "kubefacts".into(),
+            max_batch_records: 10_000,
+            commit_interval_ms: 100,
+            max_task_idle_ms: 500,
+            transaction_timeout_ms: 10_000,
+            session_timeout_ms: 10_000,
+            create_topics: false,
+            partitions: 3,
+            metrics_addr: None,
+            stages: Vec::new(),
+        }
+    }
+}
+
+/// One `[[process.stages]]` entry: a processor over its topics, run as its own consumer
+/// group with its own transactions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageConfig {
+    /// Unique name in the application (default: the processor's name).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Which processor runs (`kubefacts process --help` lists them).
+    pub processor: String,
+    /// Co-partitioned input topics (full names), in the processor's input order.
+    #[serde(default)]
+    pub inputs: Vec<String>,
+    /// Global input topics every task reads whole.
+    #[serde(default)]
+    pub globals: Vec<String>,
+    /// Output topics, one per output of the processor.
+    #[serde(default)]
+    pub outputs: Vec<String>,
+}
+
+impl StageConfig {
+    /// The stage's name: `name`, else the processor's.
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.processor)
     }
 }
 
@@ -172,11 +255,7 @@ impl PipelineConfig {
         let mut seen = std::collections::HashSet::new();
         for (key, name) in self.topics.named() {
             let full = self.topics.full(name);
-            // Kafka's own rule: 1..=249 of [a-zA-Z0-9._-].
-            if name.is_empty()
-                || full.len() > 249
-                || !full.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-            {
+            if name.is_empty() || !valid_topic(&full) {
                 return Err(invalid(
                     &format!("topics.{key}"),
                     format!("{full:?} is not a valid Kafka topic name (1-249 of a-z A-Z 0-9 . _ -)"),
@@ -184,6 +263,56 @@ impl PipelineConfig {
             }
             if !seen.insert(full.clone()) {
                 return Err(invalid(&format!("topics.{key}"), format!("{full:?} is used twice")));
+            }
+        }
+        self.process.validate(&invalid)
+    }
+}
+
+/// Kafka's own rule for topic names: 1..=249 of `[a-zA-Z0-9._-]`.
+fn valid_topic(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+impl ProcessConfig {
+    fn validate(&self, invalid: &dyn Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
+        if !valid_topic(&self.application_id) {
+            return Err(invalid("process.application_id", "must be 1-249 of a-z A-Z 0-9 . _ -".into()));
+        }
+        let positive = [
+            ("max_batch_records", self.max_batch_records as u64),
+            ("commit_interval_ms", self.commit_interval_ms),
+            ("transaction_timeout_ms", self.transaction_timeout_ms),
+            ("session_timeout_ms", self.session_timeout_ms),
+            ("partitions", u64::try_from(self.partitions).unwrap_or(0)),
+        ];
+        for (key, value) in positive {
+            if value == 0 {
+                return Err(invalid(&format!("process.{key}"), "must be at least 1".into()));
+            }
+        }
+        if let Some(addr) = &self.metrics_addr
+            && addr.parse::<std::net::SocketAddr>().is_err()
+        {
+            return Err(invalid("process.metrics_addr", format!("{addr:?} is not host:port")));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, stage) in self.stages.iter().enumerate() {
+            let at = |field: &str| format!("process.stages[{i}].{field}");
+            if !valid_topic(stage.name()) {
+                return Err(invalid(&at("name"), "must be 1-249 of a-z A-Z 0-9 . _ -".into()));
+            }
+            if !names.insert(stage.name()) {
+                return Err(invalid(&at("name"), format!("stage {:?} is defined twice", stage.name())));
+            }
+            let topics =
+                [("inputs", &stage.inputs), ("globals", &stage.globals), ("outputs", &stage.outputs)];
+            for (field, list) in topics {
+                if let Some(bad) = list.iter().find(|t| !valid_topic(t)) {
+                    return Err(invalid(&at(field), format!("{bad:?} is not a valid Kafka topic name")));
+                }
             }
         }
         Ok(())
@@ -207,5 +336,37 @@ mod tests {
         assert!(e.to_string().contains("topics.jobs"), "{e}");
         let e = PipelineConfig::parse("[topics]\njobs = \"pods.v1\"\n", "t.toml").unwrap_err();
         assert!(e.to_string().contains("used twice"), "{e}");
+    }
+
+    #[test]
+    fn every_shipped_pipeline_file_is_valid() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                PipelineConfig::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 2, "default.toml and probe.toml at least");
+    }
+
+    #[test]
+    fn stages_parse_and_bad_stages_fail_naming_the_key() {
+        let text =
+            "[process]\n[[process.stages]]\nprocessor = \"probe\"\ninputs = [\"a\"]\noutputs = [\"b\"]\n";
+        let cfg = PipelineConfig::parse(text, "t.toml").unwrap();
+        assert_eq!(cfg.process.stages[0].name(), "probe");
+        assert_eq!(cfg.process.stages[0].inputs, ["a"]);
+        let twice = format!("{text}[[process.stages]]\nprocessor = \"probe\"\n");
+        let e = PipelineConfig::parse(&twice, "t.toml").unwrap_err();
+        assert!(e.to_string().contains("process.stages[1].name"), "{e}");
+        let e = PipelineConfig::parse(&text.replace("\"b\"", "\"b c\""), "t.toml").unwrap_err();
+        assert!(e.to_string().contains("process.stages[0].outputs"), "{e}");
+        let e = PipelineConfig::parse("[process]\nmetrics_addr = \"nowhere\"\n", "t.toml").unwrap_err();
+        assert!(e.to_string().contains("process.metrics_addr"), "{e}");
+        let e = PipelineConfig::parse("[process]\npartitions = 0\n", "t.toml").unwrap_err();
+        assert!(e.to_string().contains("process.partitions"), "{e}");
     }
 }

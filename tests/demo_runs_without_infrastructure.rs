@@ -106,7 +106,15 @@ fn demo_reports_a_broken_trace_instead_of_hiding_it() {
 
 #[test]
 fn every_verb_documents_itself() {
-    for verb in [&["--help"][..], &["demo", "--help"], &["tail", "--help"], &["schemas", "--help"]] {
+    let verbs = [
+        &["--help"][..],
+        &["demo", "--help"],
+        &["tail", "--help"],
+        &["schemas", "--help"],
+        &["process", "--help"],
+        &["replay", "--help"],
+    ];
+    for verb in verbs {
         let out = Command::new(env!("CARGO_BIN_EXE_kubefacts")).args(verb).output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success() && text.contains("Usage: kubefacts"), "{verb:?}: {text}");
@@ -148,4 +156,80 @@ fn replay_writes_every_input_topic_partitioned_like_kafka() {
         markers_per_partition.iter().all(|n| *n == markers_per_partition[0] && *n > 0),
         "{markers_per_partition:?}"
     );
+}
+
+#[test]
+fn replay_runs_the_configured_stages_and_dead_letters_what_they_cannot_use() {
+    let dir = tempfile::tempdir().unwrap();
+    // The probe counts KeyedCount records; Job observations are not, so every one of them
+    // must come out as a dead letter with its reason and original bytes — none dropped.
+    let config = dir.path().join("pipeline.toml");
+    fs::write(
+        &config,
+        "[[process.stages]]\nprocessor = \"probe\"\ninputs = [\"kubefacts.jobs.v1\"]\noutputs = [\"kubefacts.job-counts.v1\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+        .args(["replay", "--input"])
+        .arg(support::repo_path("tests/fixtures/traces/demo.jsonl"))
+        .arg("--output")
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read = |name: &str| -> Vec<serde_json::Value> {
+        let text = fs::read_to_string(dir.path().join(name)).unwrap();
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let jobs = read("kubefacts.jobs.v1.jsonl");
+    let letters = read("kubefacts.dead-letter.v1.jsonl");
+    assert!(!jobs.is_empty());
+    assert_eq!(letters.len(), jobs.len(), "one dead letter per job record");
+    for l in &letters {
+        assert_eq!(l["value"]["source_topic"], "kubefacts.jobs.v1");
+        assert_eq!(l["value"]["reason"], "type_mismatch");
+        assert_eq!(l["value"]["processor"], "probe");
+    }
+    assert!(read("kubefacts.job-counts.v1.jsonl").is_empty());
+
+    // A stage that reads a topic nothing writes is refused, naming it.
+    fs::write(
+        &config,
+        "[[process.stages]]\nprocessor = \"probe\"\ninputs = [\"nowhere\"]\noutputs = [\"x\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+        .args(["replay", "--input"])
+        .arg(support::repo_path("tests/fixtures/traces/demo.jsonl"))
+        .arg("--output")
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("stage probe reads nowhere"), "{stderr}");
+}
+
+#[test]
+fn process_refuses_a_pipeline_without_stages_and_unknown_processors() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |text: &str| {
+        let config = dir.path().join("p.toml");
+        fs::write(&config, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+            .arg("process")
+            .arg("--config")
+            .arg(&config)
+            .output();
+        let out = out.unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // Both fail before any broker is contacted.
+    assert!(run("").contains("[process] has no stages"));
+    let e = run("[[process.stages]]\nprocessor = \"journal-x\"\ninputs = [\"a\"]\noutputs = [\"b\"]\n");
+    assert!(e.contains("unknown processor \"journal-x\"") && e.contains("probe-rekey"), "{e}");
 }

@@ -18,7 +18,7 @@ use kubefacts::{
         deadletter::DeadLetter,
         driver::{self, MemTopic, OutputTopics},
         partitioner::partition_for_key,
-        probe::{KeyedCount, Probe},
+        probe::{KeyedCount, Probe, ProbeRekey},
     },
 };
 use rdkafka::{
@@ -167,18 +167,33 @@ impl Pipeline {
         p
     }
 
-    /// Starts `kubefacts process` as its own OS process (so it can be SIGKILLed).
+    /// Starts `kubefacts process` running the probe as its own OS process (so it can be
+    /// SIGKILLed).
     fn start(&self, infra: &Infra, instance: &str) -> Instance {
+        self.start_with(infra, instance, &[])
+    }
+
+    /// [`Pipeline::start`] with extra arguments.
+    fn start_with(&self, infra: &Infra, instance: &str, extra: &[&str]) -> Instance {
+        let globals: Vec<&str> = self.global.iter().flat_map(|g| ["--global", g.as_str()]).collect();
+        let mut args = vec!["--processor", "probe", "--input", &self.input, "--output", &self.output];
+        args.extend(globals);
+        args.extend(extra);
+        self.spawn(infra, instance, &args)
+    }
+
+    /// Runs `kubefacts process` with `args` plus this pipeline's application, dead-letter
+    /// topic and broker, logging to `<logs>/<instance>.log`.
+    fn spawn(&self, infra: &Infra, instance: &str, args: &[&str]) -> Instance {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.logs.join(format!("{instance}.log")))
             .unwrap();
-        let globals: Vec<&str> = self.global.iter().flat_map(|g| ["--global", g.as_str()]).collect();
         Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-            .args(["process", "--processor", "probe", "--create-topics", "--partitions", "3"])
-            .args(globals)
-            .args(["--input", &self.input, "--output", &self.output, "--dead-letter", &self.dead_letter])
+            .args(["process", "--create-topics", "--partitions", "3"])
+            .args(args)
+            .args(["--dead-letter", &self.dead_letter])
             .args(["--application-id", &self.app, "--instance-id", instance, "--bootstrap", &infra.bootstrap])
             .args(["--session-timeout-ms", "6000"])
             .env("RUST_LOG", "kubefacts=info")
@@ -410,6 +425,20 @@ fn terminate(child: &mut Instance) {
     }
 }
 
+/// Splits a log into `n` slices, each holding the next part of every partition.
+fn slices(log: &MemTopic, n: usize) -> Vec<MemTopic> {
+    (0..n)
+        .map(|i| {
+            let mut t = MemTopic::new("in", PARTITIONS);
+            for (q, records) in log.partitions.iter().enumerate() {
+                let len = records.len();
+                t.partitions[q] = records[len * i / n..len * (i + 1) / n].to_vec();
+            }
+            t
+        })
+        .collect()
+}
+
 /// Splits a log into two halves, each partition's first records then the rest.
 fn halves(log: &MemTopic) -> (MemTopic, MemTopic) {
     let (mut a, mut b) = (MemTopic::new("in", PARTITIONS), MemTopic::new("in", PARTITIONS));
@@ -461,16 +490,7 @@ async fn instances_joining_and_leaving_while_input_flows_change_nothing() {
     let log = input_log(&codec, 60_000, 700, 0);
     let p = Pipeline::new(&infra, "rebalance").await;
     // Input arrives in six slices while instances come and go.
-    let slices: Vec<MemTopic> = (0..6)
-        .map(|i| {
-            let mut t = MemTopic::new("in", PARTITIONS);
-            for (q, records) in log.partitions.iter().enumerate() {
-                let n = records.len();
-                t.partitions[q] = records[n * i / 6..n * (i + 1) / 6].to_vec();
-            }
-            t
-        })
-        .collect();
+    let slices = slices(&log, 6);
     let mut a = p.start(&infra, "a");
     produce_log(&infra, &p.input, &slices[0]);
     produce_log(&infra, &p.input, &slices[1]);
@@ -536,5 +556,193 @@ async fn global_inputs_reach_every_task_exactly_once_through_crashes() {
     for c in &mut instances {
         c.kill().unwrap();
         c.wait().unwrap();
+    }
+}
+
+/// Whether a process is stopped (SIGSTOP): state `T` in `/proc/<pid>/stat`.
+fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+        .unwrap_or(false)
+}
+
+/// Instance a, alone, stops itself (SIGSTOP, like a long GC pause or a frozen VM) inside
+/// its third transaction, at `at`; b joins; a stays stopped well past its session timeout,
+/// so the group gives a's partitions to b, then a resumes as a zombie. Whatever a's transaction in flight does
+/// then — commit late (`before-commit`) or fail its offsets (`before-offsets`) — no output
+/// may be lost or duplicated, and a must rejoin and keep running.
+async fn a_paused_instance_loses_its_partitions_without_harm(at: &str) -> (Pipeline, String) {
+    let infra = infra();
+    let codec = Codec::new(None).unwrap();
+    let log = input_log(&codec, 30_000, 300, 0);
+    let p = Pipeline::new(&infra, &format!("lost-{at}")).await;
+    produce_log(&infra, &p.input, &log);
+    // Small transactions, so a reaches its third one while it owns partitions; a long
+    // transaction timeout, so the broker does not abort a's transaction while it is paused.
+    let small = ["--max-batch-records", "500", "--transaction-timeout-ms", "60000"];
+    let failpoint = format!("{at}:3");
+    let mut a = p.start_with(&infra, "a", &[&small[..], &["--failpoint", &failpoint]].concat());
+    let pid = a.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !is_stopped(pid) {
+        assert!(Instant::now() < deadline, "a never reached its failpoint\n{}", p.logs());
+        assert!(a.try_wait().unwrap().is_none(), "a exited\n{}", p.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // b joins while a is paused; a's session (6 s) expires and the group gives b every
+    // partition, a's among them, while a still holds its transaction open.
+    let mut b = p.start_with(&infra, "b", &small);
+    std::thread::sleep(Duration::from_secs(14));
+    assert!(Command::new("kill").args(["-CONT", &pid.to_string()]).status().unwrap().success());
+    let outputs =
+        tokio::task::block_in_place(|| p.wait_for_outputs(&infra, log.len(), 180, &mut [&mut a, &mut b]));
+    assert_exactly_once(&outputs, &log, &format!("failpoint {failpoint}\n{}", p.logs()));
+    assert_eq!(changelog_counts(&infra, &p), expected_counts(&log), "final state equals the expected state");
+    assert!(a.try_wait().unwrap().is_none(), "the zombie must recover, not exit\n{}", p.logs());
+    terminate(&mut a);
+    terminate(&mut b);
+    let b_log = std::fs::read_to_string(p.logs.join("b.log")).unwrap();
+    (p, b_log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zombie_that_commits_late_is_waited_for_not_raced() {
+    let (p, b_log) = a_paused_instance_loses_its_partitions_without_harm("before-commit").await;
+    // The scenario really happened: b found a's offsets pending and waited for a's commit
+    // before restoring state (restoring first would miss a's last changelog writes).
+    assert!(
+        b_log.contains("waited for a pending transaction of the previous owner"),
+        "b never waited for a's pending transaction\n{}",
+        p.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zombie_whose_offsets_are_fenced_aborts_and_rejoins() {
+    let (p, _) = a_paused_instance_loses_its_partitions_without_harm("before-offsets").await;
+    let a_log = std::fs::read_to_string(p.logs.join("a.log")).unwrap();
+    assert!(a_log.contains("aborting the transaction"), "a's stale offsets were not refused\n{a_log}");
+}
+
+/// The log with every key replaced by its [`ProbeRekey`] bucket: what the second stage of a
+/// re-key → count pipeline counts.
+fn bucketed(log: &MemTopic) -> MemTopic {
+    let mut out = MemTopic::new("bucketed", PARTITIONS);
+    for (q, records) in log.partitions.iter().enumerate() {
+        out.partitions[q] = records
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.key = r.key.as_deref().map(|k| ProbeRekey::bucket(k).into_bytes());
+                r
+            })
+            .collect();
+    }
+    out
+}
+
+/// A free loopback port (bound, then released for the child to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stages_from_a_pipeline_file_re_key_and_count_exactly_once_through_crashes() {
+    let infra = infra();
+    let codec = Codec::new(None).unwrap();
+    let log = input_log(&codec, 40_000, 400, 0);
+    let p = Pipeline::new(&infra, "stages").await;
+    let repartition = format!("{}-rekey-repartition", p.app);
+    let config = p.logs.join("pipeline.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[process]
+session_timeout_ms = 6000
+
+[[process.stages]]
+name = "rekey"
+processor = "probe-rekey"
+inputs = ["{input}"]
+outputs = ["{repartition}"]
+
+[[process.stages]]
+name = "count"
+processor = "probe"
+inputs = ["{repartition}"]
+outputs = ["{output}"]
+"#,
+            input = p.input,
+            output = p.output,
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let port = free_port();
+    let metrics_addr = format!("127.0.0.1:{port}");
+    let mut rng = Rng::from_env_or_clock();
+    let start = |name: &str, extra: &[&str]| {
+        let mut args = vec!["--config", config];
+        args.extend(extra);
+        p.spawn(&infra, name, &args)
+    };
+    let assigned = |name: &str| {
+        std::fs::read_to_string(p.logs.join(format!("{name}.log")))
+            .unwrap_or_default()
+            .matches("tasks assigned")
+            .count()
+    };
+    // a starts alone and owns both stages' partitions before any input arrives, so it
+    // processes part of it whatever b does.
+    let a = start("a", &["--metrics-addr", &metrics_addr]);
+    let wait_until = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what} within 60 s\n{}", p.logs());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_until("a's two stages assigned", &|| assigned("a") >= 2);
+    // Input arrives in four slices. For three of them b joins, takes its share, stops
+    // itself with a transaction open (a failpoint: its outputs and offsets sent, the
+    // commit not) and is SIGKILLed there: the restarted b aborts that transaction, which
+    // the next stage and the final reader must never see.
+    let slices = slices(&log, 4);
+    let mut b: Option<Instance> = None;
+    for slice in &slices[..3] {
+        let before = assigned("b");
+        let failpoint = format!("before-commit:{}", 2 + rng.below(3));
+        // Small transactions, so b's share of a slice takes several.
+        let child = b.insert(start("b", &["--failpoint", &failpoint, "--max-batch-records", "500"]));
+        let pid = child.id();
+        wait_until("b assigned", &|| assigned("b") > before || is_stopped(pid));
+        produce_log(&infra, &p.input, slice);
+        wait_until("b at its failpoint", &|| is_stopped(pid));
+        child.kill().unwrap(); // SIGKILL, the transaction still open
+        child.wait().unwrap();
+    }
+    produce_log(&infra, &p.input, &slices[3]);
+    let mut instances = [a, start("b", &[])];
+    let [x, y] = &mut instances;
+    let outputs = tokio::task::block_in_place(|| p.wait_for_outputs(&infra, log.len(), 240, &mut [x, y]));
+    assert_exactly_once(&outputs, &bucketed(&log), &format!("two stages, 3 SIGKILLs\n{}", p.logs()));
+    let buckets: Vec<&str> = outputs.iter().map(|o| o.key.as_str()).collect();
+    assert!(buckets.iter().all(|k| k.starts_with("bucket-")), "the count stage read re-keyed records");
+
+    // Both stages report on the one endpoint, each under its own label.
+    let body = reqwest::get(format!("http://{metrics_addr}/metrics")).await.unwrap().text().await.unwrap();
+    for stage in ["rekey", "count"] {
+        let line = body
+            .lines()
+            .find(|l| {
+                l.starts_with("kubefacts_records_in_total") && l.contains(&format!("stage=\"{stage}\""))
+            })
+            .unwrap_or_else(|| panic!("no records_in for stage {stage}:\n{body}"));
+        let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(value > 0.0, "stage {stage} processed nothing: {line}");
+    }
+    for c in &mut instances {
+        terminate(c);
     }
 }

@@ -4,6 +4,7 @@ mod demo;
 mod process;
 mod replay;
 mod schemas;
+mod stages;
 mod tail;
 
 use clap::{Parser, Subcommand};
@@ -31,9 +32,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the pipeline on a bundled cluster trace, in memory: no broker, no cluster.
     Demo(DemoArgs),
-    /// Run a processor on Kafka, exactly once (consume, process, produce and commit in one
-    /// transaction).
-    Process(ProcessArgs),
+    /// Run the configured stages on Kafka, exactly once (consume, process, produce and commit
+    /// in one transaction).
+    Process(Box<ProcessArgs>),
     /// Run a cluster trace through the pipeline in memory and write every topic as JSON lines.
     Replay(ReplayArgs),
     /// Decode a topic's Avro records (Confluent or single-object framing) to JSON lines.
@@ -48,7 +49,7 @@ impl Cli {
         match self.command {
             Command::Demo(args) => demo::run(args).await,
             Command::Tail(args) => tail::run(args).await,
-            Command::Process(args) => process::run(args).await,
+            Command::Process(args) => process::run(*args).await,
             Command::Replay(args) => replay::run(args).await,
             Command::Schemas(args) => schemas::run(args),
         }

@@ -1,6 +1,12 @@
-//! `kubefacts process`: run a processor on Kafka with exactly-once semantics.
+//! `kubefacts process`: run processors on Kafka with exactly-once semantics.
+//!
+//! The stages come from the `[process]` section of a pipeline file (`--config`), or, for
+//! one ad-hoc stage, from flags. Each stage runs its own exactly-once loop on its own
+//! thread — its own consumer group, transactional producer and changelogs — so a stage that
+//! stalls or fails never holds another's commits; a stage that fails stops the process.
 
 use std::{
+    path::PathBuf,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -9,20 +15,22 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use rdkafka::{
     ClientConfig,
     admin::AdminClient,
     client::DefaultClientContext,
     consumer::{BaseConsumer, Consumer},
 };
+use tokio::task::JoinSet;
 
+use super::stages::ProcessorName;
 use crate::{
     codec::{Codec, RegistryClient},
+    config::{PipelineConfig, ProcessConfig, StageConfig},
+    metrics::{Metrics, MetricsServer},
     runtime::{
-        Processor,
-        kafka::{RuntimeConfig, RuntimeStats, run_blocking},
-        probe::Probe,
+        kafka::{Failpoint, RuntimeConfig, RuntimeStats},
         topics::{TopicSpec, check_copartitioned, ensure_topics},
     },
 };
@@ -30,25 +38,29 @@ use crate::{
 /// Arguments of `kubefacts process`.
 #[derive(Debug, Args)]
 pub struct ProcessArgs {
-    /// Which processor to run.
-    #[arg(long, value_enum)]
-    pub processor: ProcessorName,
+    /// Pipeline file whose `[process]` section names the stages and settings (see
+    /// pipelines/default.toml). Without it, one stage is described by the flags below.
+    #[arg(long, conflicts_with_all = ["processor", "inputs", "globals", "outputs"])]
+    pub config: Option<PathBuf>,
+    /// Which processor to run (single-stage mode).
+    #[arg(long, value_enum, required_unless_present = "config")]
+    pub processor: Option<ProcessorName>,
     /// Input topic(s), co-partitioned, in the processor's input order.
-    #[arg(long = "input", required = true)]
+    #[arg(long = "input", required_unless_present = "config")]
     pub inputs: Vec<String>,
     /// Global input topic(s): every task reads all their partitions (e.g. leases).
     #[arg(long = "global")]
     pub globals: Vec<String>,
     /// Output topic(s), one per output of the processor.
-    #[arg(long = "output", required = true)]
+    #[arg(long = "output", required_unless_present = "config")]
     pub outputs: Vec<String>,
-    /// Dead-letter topic (default: `<application-id>.dead-letter.v1`).
+    /// Dead-letter topic (default: the pipeline's, `kubefacts.dead-letter.v1`).
     #[arg(long)]
     pub dead_letter: Option<String>,
-    /// Consumer group and prefix of changelog topics; every instance of one pipeline
-    /// shares it.
-    #[arg(long, default_value = "kubefacts")]
-    pub application_id: String,
+    /// Prefix of consumer groups, transactional ids and changelog topics; every instance
+    /// of one pipeline shares it (overrides `process.application_id`).
+    #[arg(long)]
+    pub application_id: Option<String>,
     /// This instance's stable id (a restarted instance must reuse it to fence its
     /// previous incarnation). Default: the host name.
     #[arg(long, env = "KUBEFACTS_INSTANCE_ID")]
@@ -59,80 +71,171 @@ pub struct ProcessArgs {
     /// Confluent-compatible schema registry; without it outputs use single-object encoding.
     #[arg(long, env = "KUBEFACTS_REGISTRY")]
     pub registry: Option<String>,
-    /// Create missing topics (outputs, changelogs, dead letters; inputs too) with
-    /// `--partitions` partitions; without it, missing topics are an error that lists the
-    /// commands to create them.
+    /// Create missing topics (outputs, changelogs, dead letters; inputs too) instead of
+    /// failing with the commands that would create them.
     #[arg(long)]
     pub create_topics: bool,
     /// Partitions of topics created by `--create-topics` (changelogs follow the inputs).
-    #[arg(long, default_value_t = 3)]
-    pub partitions: i32,
+    #[arg(long)]
+    pub partitions: Option<i32>,
     /// Most records per transaction.
-    #[arg(long, default_value_t = 10_000)]
-    pub max_batch_records: usize,
+    #[arg(long)]
+    pub max_batch_records: Option<usize>,
     /// Longest time to fill one transaction, in milliseconds.
-    #[arg(long, default_value_t = 100)]
-    pub commit_interval_ms: u64,
+    #[arg(long)]
+    pub commit_interval_ms: Option<u64>,
     /// Consumer group session timeout, in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
-    pub session_timeout_ms: u64,
+    #[arg(long)]
+    pub session_timeout_ms: Option<u64>,
+    /// Broker-side transaction timeout, in milliseconds.
+    #[arg(long)]
+    pub transaction_timeout_ms: Option<u64>,
+    /// Prometheus `/metrics` endpoint address (`host:port`).
+    #[arg(long)]
+    pub metrics_addr: Option<String>,
+    /// Tests only: stop this process (SIGSTOP) inside a transaction,
+    /// `before-offsets:N` or `before-commit:N`.
+    #[arg(long, hide = true)]
+    pub failpoint: Option<Failpoint>,
 }
 
-/// Processors `process` can run. The four product processors join as they land.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ProcessorName {
-    /// Counts records per key (the runtime's exactly-once tests and benchmark).
-    Probe,
+/// One stage, resolved: what runs, over which topics, with which settings.
+struct Stage {
+    processor: ProcessorName,
+    runtime: RuntimeConfig,
+    stats: Arc<RuntimeStats>,
 }
 
 pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
+    let pipeline = match &args.config {
+        Some(path) => PipelineConfig::load(path)?,
+        None => PipelineConfig::embedded_default()?,
+    };
+    let settings = settings(&pipeline.process, &args);
+    let stages: Vec<StageConfig> = match (&args.config, args.processor) {
+        (Some(path), _) if pipeline.process.stages.is_empty() => bail!(
+            "{}: [process] has no stages. The product processors (runs, journal, coverage, \
+             sessions) are added as they land; pipelines/probe.toml runs the runtime's probes",
+            path.display()
+        ),
+        (Some(_), _) => pipeline.process.stages.clone(),
+        (None, Some(p)) => vec![StageConfig {
+            name: None,
+            processor: p.name(),
+            inputs: args.inputs.clone(),
+            globals: args.globals.clone(),
+            outputs: args.outputs.clone(),
+        }],
+        (None, None) => bail!("give --config or --processor"),
+    };
     let instance_id = match args.instance_id.clone() {
         Some(id) => id,
         None => std::env::var("HOSTNAME").unwrap_or_else(|_| format!("pid-{}", std::process::id())),
     };
-    let mut cfg = RuntimeConfig::new(&args.bootstrap, &args.application_id, &instance_id, "probe");
-    cfg.inputs = args.inputs.clone();
-    cfg.globals = args.globals.clone();
-    cfg.outputs = args.outputs.clone();
-    if let Some(dl) = &args.dead_letter {
-        cfg.dead_letter = dl.clone();
+    let dead_letter =
+        args.dead_letter.clone().unwrap_or_else(|| pipeline.topics.full(&pipeline.topics.dead_letter));
+
+    let mut resolved = Vec::with_capacity(stages.len());
+    for stage in &stages {
+        let processor = ProcessorName::parse(&stage.processor)?;
+        processor.check(stage)?;
+        let mut runtime =
+            RuntimeConfig::new(&args.bootstrap, &settings.application_id, &instance_id, stage.name());
+        runtime.inputs = stage.inputs.clone();
+        runtime.globals = stage.globals.clone();
+        runtime.outputs = stage.outputs.clone();
+        runtime.dead_letter = dead_letter.clone();
+        runtime.max_batch_records = settings.max_batch_records;
+        runtime.commit_interval_ms = settings.commit_interval_ms;
+        runtime.max_task_idle_ms = settings.max_task_idle_ms;
+        runtime.transaction_timeout_ms = settings.transaction_timeout_ms;
+        runtime.session_timeout_ms = settings.session_timeout_ms;
+        runtime.failpoint = args.failpoint;
+        prepare_topics(&runtime, processor, &settings)
+            .await
+            .with_context(|| format!("stage {}", stage.name()))?;
+        resolved.push(Stage { processor, runtime, stats: Arc::new(RuntimeStats::default()) });
     }
-    cfg.max_batch_records = args.max_batch_records;
-    cfg.commit_interval_ms = args.commit_interval_ms;
-    cfg.session_timeout_ms = args.session_timeout_ms;
-    let ports = Probe::OUTPUTS;
-    if cfg.outputs.len() != ports.len() {
-        bail!("processor probe has {} output(s), {} --output given", ports.len(), cfg.outputs.len());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(addr) = &settings.metrics_addr {
+        let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
+        let mut metrics = Metrics::new();
+        for s in &resolved {
+            metrics.add_stage(&s.runtime.processor, Arc::clone(&s.stats));
+        }
+        let server = MetricsServer::bind(addr).await?;
+        tracing::info!(addr = %server.local_addr(), "serving /metrics");
+        tokio::spawn(server.serve(Arc::new(metrics), async {
+            let _ = metrics_stopped.await;
+        }));
     }
-    prepare_topics(&cfg, &args, &ports.iter().map(|p| p.compacted).collect::<Vec<_>>()).await?;
 
     let registry =
         args.registry.as_deref().map(|u| RegistryClient::new(u, Duration::from_secs(10))).transpose()?;
     let codec = Arc::new(Codec::new(registry)?);
-    let stop = Arc::new(AtomicBool::new(false));
-    let stats = Arc::new(RuntimeStats::default());
     let handle = tokio::runtime::Handle::current();
-    let worker = {
-        let (stop, stats, codec, cfg) =
-            (Arc::clone(&stop), Arc::clone(&stats), Arc::clone(&codec), cfg.clone());
-        tokio::task::spawn_blocking(move || {
-            run_blocking(&cfg, &codec, &handle, &Probe::OUTPUTS, Probe::for_task, &stop, &stats)
-        })
-    };
-    tokio::pin!(worker);
+    let mut workers = JoinSet::new();
+    for s in &resolved {
+        let (stop, stats, codec, cfg, handle, processor) = (
+            Arc::clone(&stop),
+            Arc::clone(&s.stats),
+            Arc::clone(&codec),
+            s.runtime.clone(),
+            handle.clone(),
+            s.processor,
+        );
+        workers.spawn_blocking(move || {
+            let result = processor.run_kafka(&cfg, &codec, &handle, &stop, &stats);
+            (cfg.processor, result)
+        });
+    }
+    tracing::info!(stages = ?resolved.iter().map(|s| &s.runtime.processor).collect::<Vec<_>>(), "running");
+
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut report = tokio::time::interval(Duration::from_secs(5));
-    let result = loop {
+    let mut failure: Option<anyhow::Error> = None;
+    while !workers.is_empty() {
         tokio::select! {
-            r = &mut worker => break r,
+            done = workers.join_next() => {
+                let (stage, result) = done.expect("not empty").context("a stage thread panicked")?;
+                if let Err(e) = result {
+                    // One stage down stops the others: the process exits and is restarted whole.
+                    stop.store(true, Ordering::Relaxed);
+                    failure.get_or_insert(anyhow::Error::new(e).context(format!("stage {stage}")));
+                }
+            }
             _ = sigterm.recv() => stop.store(true, Ordering::Relaxed),
             _ = tokio::signal::ctrl_c() => stop.store(true, Ordering::Relaxed),
-            _ = report.tick() => tracing::info!(?stats, "progress"),
+            _ = report.tick() => for s in &resolved {
+                tracing::info!(stage = %s.runtime.processor, stats = ?s.stats, "progress");
+            },
         }
-    };
-    eprintln!("process: {}", summary(&stats));
-    result.context("the runtime thread panicked")??;
-    Ok(())
+    }
+    let _ = stop_metrics.send(());
+    for s in &resolved {
+        eprintln!("process: {}: {}", s.runtime.processor, summary(&s.stats));
+    }
+    failure.map_or(Ok(()), Err)
+}
+
+/// The `[process]` settings with the command line's overrides applied.
+fn settings(file: &ProcessConfig, args: &ProcessArgs) -> ProcessConfig {
+    let mut s = file.clone();
+    if let Some(v) = &args.application_id {
+        s.application_id = v.clone();
+    }
+    s.create_topics |= args.create_topics;
+    s.partitions = args.partitions.unwrap_or(s.partitions);
+    s.max_batch_records = args.max_batch_records.unwrap_or(s.max_batch_records);
+    s.commit_interval_ms = args.commit_interval_ms.unwrap_or(s.commit_interval_ms);
+    s.session_timeout_ms = args.session_timeout_ms.unwrap_or(s.session_timeout_ms);
+    s.transaction_timeout_ms = args.transaction_timeout_ms.unwrap_or(s.transaction_timeout_ms);
+    if args.metrics_addr.is_some() {
+        s.metrics_addr = args.metrics_addr.clone();
+    }
+    s
 }
 
 fn summary(s: &RuntimeStats) -> String {
@@ -150,19 +253,22 @@ fn summary(s: &RuntimeStats) -> String {
     )
 }
 
-/// Creates or checks every topic the processor needs, and the co-partitioning of inputs.
-async fn prepare_topics(cfg: &RuntimeConfig, args: &ProcessArgs, compacted: &[bool]) -> anyhow::Result<()> {
+/// Creates or checks every topic a stage needs, and the co-partitioning of its inputs.
+async fn prepare_topics(
+    cfg: &RuntimeConfig,
+    processor: ProcessorName,
+    settings: &ProcessConfig,
+) -> anyhow::Result<()> {
+    let (create, partitions) = (settings.create_topics, settings.partitions);
     let admin: AdminClient<DefaultClientContext> =
         ClientConfig::new().set("bootstrap.servers", &cfg.bootstrap).create()?;
     let probe: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &cfg.bootstrap).create()?;
     let fetch = || tokio::task::block_in_place(|| probe.fetch_metadata(None, Duration::from_secs(30)));
     // Global inputs may have any partition count: only a missing one is created (or reported).
     let existing: Vec<String> = fetch()?.topics().iter().map(|t| t.name().to_owned()).collect();
-    let mut specs: Vec<TopicSpec> = cfg.inputs.iter().map(|t| TopicSpec::new(t, args.partitions)).collect();
-    specs.extend(
-        cfg.globals.iter().filter(|g| !existing.contains(g)).map(|t| TopicSpec::new(t, args.partitions)),
-    );
-    ensure_topics(&admin, &specs, args.create_topics).await?;
+    let mut specs: Vec<TopicSpec> = cfg.inputs.iter().map(|t| TopicSpec::new(t, partitions)).collect();
+    specs.extend(cfg.globals.iter().filter(|g| !existing.contains(g)).map(|t| TopicSpec::new(t, partitions)));
+    ensure_topics(&admin, &specs, create).await?;
     let metadata = fetch()?;
     let inputs: Vec<&str> = cfg.inputs.iter().map(String::as_str).collect();
     check_copartitioned(&metadata, &[&inputs])?;
@@ -170,29 +276,25 @@ async fn prepare_topics(cfg: &RuntimeConfig, args: &ProcessArgs, compacted: &[bo
         .topics()
         .iter()
         .find(|t| t.name() == cfg.inputs[0])
-        .map_or(args.partitions, |t| t.partitions().len() as i32);
+        .map_or(partitions, |t| t.partitions().len() as i32);
 
     specs = cfg
         .outputs
         .iter()
-        .zip(compacted)
-        .map(|(t, c)| {
-            if *c {
-                TopicSpec::new(t, args.partitions).compacted()
-            } else {
-                TopicSpec::new(t, args.partitions)
-            }
+        .zip(processor.ports())
+        .map(|(t, port)| {
+            let spec = TopicSpec::new(t, partitions);
+            if port.compacted { spec.compacted() } else { spec }
         })
         .collect();
-    specs.push(TopicSpec::new(&cfg.dead_letter, args.partitions));
-    let mut instance = Probe::new();
-    let mut stores: Vec<String> = instance.stores().iter().map(|s| s.name().to_owned()).collect();
+    specs.push(TopicSpec::new(&cfg.dead_letter, partitions));
+    let mut stores = processor.stores();
     if !cfg.globals.is_empty() {
         stores.push(crate::runtime::task::GLOBAL_POSITIONS_STORE.to_owned());
     }
     for store in stores {
         specs.push(TopicSpec::new(cfg.changelog_topic(&store), input_partitions).compacted());
     }
-    ensure_topics(&admin, &specs, args.create_topics).await?;
+    ensure_topics(&admin, &specs, create).await?;
     Ok(())
 }

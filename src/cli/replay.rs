@@ -1,8 +1,10 @@
 //! `kubefacts replay`: a cluster trace through the pipeline in memory — observations
 //! minimized, keyed, encoded and partitioned exactly as the watcher publishes them, then
-//! every processor over them with the in-memory driver — written as JSON lines per topic.
+//! the pipeline file's `[process]` stages over them with the in-memory driver — written as
+//! JSON lines per topic (dead letters included).
 
 use std::{
+    collections::BTreeMap,
     fs::{self, File},
     io::{BufWriter, Write},
     path::PathBuf,
@@ -22,6 +24,8 @@ use crate::{
     runtime::driver::MemTopic,
     trace,
 };
+
+use super::stages::run_all_in_memory;
 
 /// Arguments of `kubefacts replay`.
 #[derive(Debug, Args)]
@@ -77,16 +81,22 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
         }
     }
 
-    // The processors join here as they land; each writes its outputs next to the inputs.
+    // Then the configured stages, in order, each over the topics before it.
+    let mut logs: BTreeMap<String, MemTopic> =
+        topics.into_iter().map(|(_, _, log)| (log.name.clone(), log)).collect();
+    let dead_letter = config.topics.full(&config.topics.dead_letter);
+    run_all_in_memory(&codec, &config.process.stages, &mut logs, &dead_letter, args.partitions).await?;
+
     fs::create_dir_all(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
     let mut written = 0usize;
-    for (_, _, log) in &topics {
+    for log in logs.values() {
         written += write_jsonl(&codec, log, &args.output).await?;
     }
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "replay: {entries} trace entries ({rejected} rejected) → {written} records in {} topics under {}, {:.2} s ({:.0} entries/s)",
-        topics.len(),
+        "replay: {entries} trace entries ({rejected} rejected), {} stage(s) → {written} records in {} topics under {}, {:.2} s ({:.0} entries/s)",
+        config.process.stages.len(),
+        logs.len(),
         args.output.display(),
         secs,
         entries as f64 / secs.max(1e-9)

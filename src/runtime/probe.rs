@@ -1,7 +1,9 @@
-//! The runtime probe: a trivial processor that counts records per key. The exactly-once
-//! tests and the runtime benchmark run it (`kubefacts process --processor probe`), because
-//! its output makes loss and duplication visible: per key, the counts must read 1, 2, 3 …
-//! with no gap and no repeat.
+//! The runtime probes: trivial processors for the runtime's own tests and benchmark.
+//!
+//! [`Probe`] counts records per key (`kubefacts process --processor probe`): its output
+//! makes loss and duplication visible, because per key the counts must read 1, 2, 3 … with
+//! no gap and no repeat. [`ProbeRekey`] re-keys records into buckets through a repartition
+//! topic, so a two-stage pipeline (re-key, then count) can be checked the same way.
 
 use serde::{Deserialize, Serialize};
 
@@ -105,4 +107,71 @@ impl Processor for Probe {
     }
 
     fn on_stream_time(&mut self, _now: StreamTime, _out: &mut Outputs) {}
+}
+
+/// Re-keys each record to `bucket-<n>` (`n` = the key's length modulo [`Self::BUCKETS`]) —
+/// a stand-in for the journal, which re-keys runs by window — and forwards stream time to
+/// every output partition once per second of stream time, so the next stage advances even
+/// where no record lands.
+#[derive(Debug)]
+pub struct ProbeRekey {
+    /// Stream-time second last forwarded (changelogged, so a restarted task forwards the
+    /// same heartbeats as an uninterrupted one).
+    forwarded: KvStore<(), i64>,
+}
+
+impl ProbeRekey {
+    /// Number of buckets keys are re-keyed into.
+    pub const BUCKETS: usize = 3;
+
+    /// The re-keyer's single output (a repartition topic).
+    pub const OUTPUTS: [OutputPort; 1] =
+        [OutputPort { topic: "probe_repartition", record: KeyedCount::FULL_NAME, compacted: false }];
+
+    /// A re-keyer with empty state.
+    pub fn new() -> Self {
+        Self { forwarded: KvStore::new("forwarded") }
+    }
+
+    /// The bucket a key goes to.
+    pub fn bucket(key: &[u8]) -> String {
+        format!("bucket-{}", key.len() % Self::BUCKETS)
+    }
+}
+
+impl Default for ProbeRekey {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Processor for ProbeRekey {
+    type Input = KeyedCount;
+
+    fn stores(&mut self) -> Vec<&mut dyn StateStore> {
+        vec![&mut self.forwarded]
+    }
+
+    fn process(
+        &mut self,
+        input: KeyedCount,
+        meta: &RecordMeta,
+        _now: StreamTime,
+        out: &mut Outputs,
+    ) -> Result<(), ProcessError> {
+        let Some(key) = meta.key.as_deref() else {
+            return Err(ProcessError { reason: "missing_key", detail: "the re-keyer buckets by key".into() });
+        };
+        let bucket = Self::bucket(key);
+        out.emit(0, bucket.clone(), &KeyedCount { key: bucket, ..input })
+            .map_err(|e| ProcessError { reason: "encode_failed", detail: e.to_string() })
+    }
+
+    fn on_stream_time(&mut self, now: StreamTime, out: &mut Outputs) {
+        let second = now.div_euclid(1000);
+        if self.forwarded.get(&()).is_none_or(|last| *last < second) {
+            self.forwarded.put((), second);
+            out.forward_stream_time(0);
+        }
+    }
 }

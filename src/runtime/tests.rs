@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::{
     deadletter::DeadLetter,
     driver::{self, DriverError, LogRecord, MemTopic, OutputTopics},
-    probe::{KeyedCount, Probe},
+    probe::{KeyedCount, Probe, ProbeRekey},
     task::Task,
 };
 use crate::codec::{Codec, Framing, RecordWriter};
@@ -174,40 +174,12 @@ async fn global_inputs_reach_every_task_once_and_their_positions_are_changelogge
     assert_eq!(task.global_position(1, 1), global.partitions[1].len() as i64);
 }
 
-/// Re-keys its input: each record goes out keyed by a bucket of its key (a stand-in for
-/// the journal, which re-keys runs by window).
-struct Rekey;
-
-impl super::Processor for Rekey {
-    type Input = KeyedCount;
-
-    fn stores(&mut self) -> Vec<&mut dyn super::StateStore> {
-        vec![]
-    }
-
-    fn process(
-        &mut self,
-        input: KeyedCount,
-        meta: &super::RecordMeta,
-        _now: super::StreamTime,
-        out: &mut super::Outputs,
-    ) -> Result<(), super::ProcessError> {
-        let key = String::from_utf8_lossy(meta.key.as_deref().unwrap_or_default()).into_owned();
-        let bucket = format!("bucket-{}", key.len() % 3);
-        out.emit(0, bucket.clone(), &KeyedCount { key: bucket, ..input })
-            .map_err(|e| super::ProcessError { reason: "encode_failed", detail: e.to_string() })
-    }
-
-    fn on_stream_time(&mut self, _now: super::StreamTime, out: &mut super::Outputs) {
-        out.forward_stream_time(0);
-    }
-}
-
 #[tokio::test]
 async fn a_repartition_topic_re_keys_between_two_stages() {
     let codec = Codec::new(None).unwrap();
     let (topic, corrupt) = input(&codec, 3, 600, 40);
-    let stage1 = driver::run("rekey", &codec, &[&topic], outputs(&codec, 2), |_| Rekey).await.unwrap();
+    let stage1 =
+        driver::run("rekey", &codec, &[&topic], outputs(&codec, 2), |_| ProbeRekey::new()).await.unwrap();
     let repartition = &stage1.outputs[0];
     // Records now sit on the partition of their new key; the forwarded heartbeats sit on
     // every partition, so stage two's stream time advances even where no record lands.

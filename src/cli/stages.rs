@@ -1,0 +1,172 @@
+//! The catalogue of processors a pipeline file can name, and how one stage runs: on Kafka
+//! (`process`) or in memory (`replay`). Both paths call the same processor constructors,
+//! so the two runs of one stage cannot drift apart.
+
+use std::{collections::BTreeMap, sync::atomic::AtomicBool};
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+
+use crate::{
+    codec::{Codec, Framing, RecordWriter},
+    config::StageConfig,
+    runtime::{
+        OutputPort, Processor, deadletter,
+        driver::{self, DriverRun, LogRecord, MemTopic, OutputTopics},
+        kafka::{RuntimeConfig, RuntimeError, RuntimeStats, run_blocking},
+        probe::{Probe, ProbeRekey},
+    },
+};
+
+/// Processors a stage can run. The four product processors join as they land.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProcessorName {
+    /// Counts records per key (the runtime's exactly-once tests and benchmark).
+    Probe,
+    /// Re-keys records into buckets through a repartition topic (two-stage tests).
+    ProbeRekey,
+}
+
+impl ProcessorName {
+    /// The processor called `name` in a pipeline file; the error lists the known ones.
+    pub fn parse(name: &str) -> anyhow::Result<Self> {
+        Self::from_str(name, false).map_err(|_| {
+            let known: Vec<String> = Self::value_variants().iter().map(|v| v.name()).collect();
+            anyhow::anyhow!("unknown processor {name:?} (known: {})", known.join(", "))
+        })
+    }
+
+    /// The name a pipeline file uses.
+    pub fn name(self) -> String {
+        self.to_possible_value().map(|p| p.get_name().to_owned()).unwrap_or_default()
+    }
+
+    /// The processor's output ports, in order.
+    pub fn ports(self) -> &'static [OutputPort] {
+        match self {
+            Self::Probe => &Probe::OUTPUTS,
+            Self::ProbeRekey => &ProbeRekey::OUTPUTS,
+        }
+    }
+
+    /// Names of the processor's state stores (one changelog topic each).
+    pub fn stores(self) -> Vec<String> {
+        fn names(p: &mut impl Processor) -> Vec<String> {
+            p.stores().iter().map(|s| s.name().to_owned()).collect()
+        }
+        match self {
+            Self::Probe => names(&mut Probe::new()),
+            Self::ProbeRekey => names(&mut ProbeRekey::new()),
+        }
+    }
+
+    /// Checks a stage's topics against the processor: inputs given, one output per port.
+    pub fn check(self, stage: &StageConfig) -> anyhow::Result<()> {
+        let ports = self.ports().len();
+        if stage.inputs.is_empty() || stage.outputs.len() != ports {
+            bail!(
+                "stage {}: processor {} needs its input topic(s) and {ports} output topic(s); \
+                 got {} input(s), {} output(s)",
+                stage.name(),
+                self.name(),
+                stage.inputs.len(),
+                stage.outputs.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs the stage's exactly-once loop on Kafka until `stop` (blocking).
+    pub fn run_kafka(
+        self,
+        cfg: &RuntimeConfig,
+        codec: &Codec,
+        handle: &tokio::runtime::Handle,
+        stop: &AtomicBool,
+        stats: &RuntimeStats,
+    ) -> Result<(), RuntimeError> {
+        let ports = self.ports();
+        match self {
+            Self::Probe => run_blocking(cfg, codec, handle, ports, Probe::for_task, stop, stats),
+            Self::ProbeRekey => run_blocking(cfg, codec, handle, ports, |_| ProbeRekey::new(), stop, stats),
+        }
+    }
+
+    /// Runs the stage over in-memory topics with the driver; outputs get `partitions`
+    /// partitions each.
+    pub async fn run_memory(
+        self,
+        stage: &str,
+        codec: &Codec,
+        inputs: &[&MemTopic],
+        globals: &[&MemTopic],
+        outputs: &[String],
+        partitions: i32,
+    ) -> anyhow::Result<DriverRun> {
+        let mut topics = OutputTopics { writers: Vec::new(), topics: Vec::new() };
+        for (port, name) in self.ports().iter().zip(outputs) {
+            topics.writers.push(single_object_writer(codec, port.record)?);
+            topics.topics.push(MemTopic::new(name.clone(), partitions));
+        }
+        let run = match self {
+            Self::Probe => {
+                driver::run_with_globals(stage, codec, inputs, globals, topics, Probe::for_task).await
+            }
+            Self::ProbeRekey => {
+                driver::run_with_globals(stage, codec, inputs, globals, topics, |_| ProbeRekey::new()).await
+            }
+        };
+        run.with_context(|| format!("stage {stage}"))
+    }
+}
+
+/// A writer of the current revision of `record`, framed as single-object encoding (no
+/// registry in memory).
+pub fn single_object_writer(codec: &Codec, record: &str) -> anyhow::Result<RecordWriter> {
+    let known = codec.schemas().current(record)?;
+    Ok(RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint })?)
+}
+
+/// Runs `stages` in order over `topics` (by name) in memory, adding each stage's outputs
+/// to `topics` and its dead letters to the `dead_letter` topic.
+pub async fn run_all_in_memory(
+    codec: &Codec,
+    stages: &[StageConfig],
+    topics: &mut BTreeMap<String, MemTopic>,
+    dead_letter: &str,
+    partitions: i32,
+) -> anyhow::Result<()> {
+    let dl_writer = single_object_writer(codec, deadletter::FULL_NAME)?;
+    for stage in stages {
+        let processor = ProcessorName::parse(&stage.processor)?;
+        processor.check(stage)?;
+        let find = |name: &String| {
+            topics.get(name).with_context(|| {
+                format!(
+                    "stage {} reads {name}, which neither the input nor an earlier stage writes",
+                    stage.name()
+                )
+            })
+        };
+        let inputs = stage.inputs.iter().map(find).collect::<anyhow::Result<Vec<_>>>()?;
+        let globals = stage.globals.iter().map(find).collect::<anyhow::Result<Vec<_>>>()?;
+        let run =
+            processor.run_memory(stage.name(), codec, &inputs, &globals, &stage.outputs, partitions).await?;
+        let dl =
+            topics.entry(dead_letter.to_owned()).or_insert_with(|| MemTopic::new(dead_letter, partitions));
+        // As on Kafka: a dead letter goes to its source task's partition, keyed as it came.
+        for letter in &run.dead_letters {
+            let record = LogRecord {
+                key: letter.key.clone(),
+                value: Some(dl_writer.encode(letter)?),
+                timestamp_ms: letter.source_timestamp.unwrap_or(0),
+                heartbeat: false,
+            };
+            dl.append(letter.source_partition % dl.partition_count(), record);
+        }
+        for out in run.outputs {
+            topics.insert(out.name.clone(), out);
+        }
+    }
+    Ok(())
+}
