@@ -17,6 +17,7 @@
 //! | HEARTBEAT | every input topic | none: written to every partition |
 //! | SNAPSHOT_BEGIN/END | every watched topic (not sessions) | none: written to every partition |
 
+pub mod admission;
 mod error;
 pub mod minimize;
 pub mod model;

@@ -1,0 +1,574 @@
+//! Admission: which observed objects may leave the cluster (DESIGN §3, "opt-out is honoured
+//! at the source"). A pure state machine over trace entries, so the live watcher, `publish
+//! --input TRACE`, `replay` and `demo` admit exactly the same objects.
+//!
+//! Four steps, each counted on its own, the first that excludes wins:
+//!
+//! 1. **namespace list** — the namespace is denied, or an allow list exists without it;
+//! 2. **namespace annotation** — the Namespace carries the opt-out annotation;
+//! 3. **CronJob annotation** — the Job's scheduling CronJob (or a CronJob itself) carries it;
+//! 4. **own annotation** — the Job's own annotations or its pod template's, a Pod's own.
+//!
+//! A Pod owned by a Job is admitted only if that Job is (its exclusion step is the Job's).
+//! An object whose namespace or owning Job has not been seen yet is **held back**, not
+//! guessed about: watches of different kinds are not ordered against each other, and
+//! publishing first would leak a Job whose opt-out arrives a moment later. Held entries are
+//! released, in their order, as soon as what they wait for arrives; those still waiting
+//! `hold_ms` of observation time later, or at the end of a relist, are excluded and counted
+//! (`unresolved`). Leases are not admitted by annotation: they are chosen by name in the
+//! watcher's configuration (the control-plane Leases coverage needs live in `kube-system`).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+use crate::trace::{KubeObject, TraceEntry, TraceEvent};
+
+/// The default opt-out annotation key; its value must be `"true"` to opt out.
+pub const DEFAULT_OPT_OUT_ANNOTATION: &str = "kubefacts.io/exclude";
+
+/// Which objects are admitted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdmissionConfig {
+    /// Only these namespaces are admitted (empty: every namespace not denied).
+    pub allow_namespaces: Vec<String>,
+    /// These namespaces are never admitted.
+    pub deny_namespaces: Vec<String>,
+    /// Annotation key whose value `"true"` opts an object out (on a Namespace, CronJob,
+    /// Job, Job pod template or Pod).
+    pub opt_out_annotation: String,
+    /// How long an object waits for its namespace or owning Job to be observed, in
+    /// milliseconds of observation time, before it is excluded as unresolved.
+    pub hold_ms: i64,
+    /// Most entries held back at once; beyond it the oldest is excluded as unresolved.
+    pub max_held: usize,
+}
+
+impl Default for AdmissionConfig {
+    fn default() -> Self {
+        Self {
+            allow_namespaces: Vec::new(),
+            deny_namespaces: Vec::new(),
+            opt_out_annotation: DEFAULT_OPT_OUT_ANNOTATION.to_owned(),
+            hold_ms: 30_000,
+            max_held: 10_000,
+        }
+    }
+}
+
+/// The step that excluded an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Step 1: the namespace allow/deny list.
+    NamespaceList,
+    /// Step 2: the Namespace's opt-out annotation.
+    NamespaceAnnotation,
+    /// Step 3: the scheduling CronJob's opt-out annotation.
+    CronJobAnnotation,
+    /// Step 4: the object's own (or its pod template's) opt-out annotation.
+    OwnAnnotation,
+    /// Not a step: its namespace or owning Job was never observed in time.
+    Unresolved,
+}
+
+impl Step {
+    /// Every step, in order.
+    pub const ALL: [Step; 5] = [
+        Self::NamespaceList,
+        Self::NamespaceAnnotation,
+        Self::CronJobAnnotation,
+        Self::OwnAnnotation,
+        Self::Unresolved,
+    ];
+
+    /// A bounded metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NamespaceList => "namespace_list",
+            Self::NamespaceAnnotation => "namespace_annotation",
+            Self::CronJobAnnotation => "cronjob_annotation",
+            Self::OwnAnnotation => "own_annotation",
+            Self::Unresolved => "unresolved",
+        }
+    }
+}
+
+/// What admission decided about one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// May be published.
+    Admitted,
+    /// Must not be published.
+    Excluded(Step),
+}
+
+/// Admissions and exclusions so far, per kind (`Pod`, `Job`, `CronJob`) and step.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdmissionCounts {
+    /// Objects admitted, per kind.
+    pub admitted: BTreeMap<&'static str, u64>,
+    /// Objects excluded, per (kind, step).
+    pub excluded: BTreeMap<(&'static str, Step), u64>,
+    /// Entries held back right now.
+    pub held: usize,
+}
+
+impl AdmissionCounts {
+    /// Exclusions at `step`, all kinds.
+    pub fn excluded_at(&self, step: Step) -> u64 {
+        self.excluded.iter().filter(|((_, s), _)| *s == step).map(|(_, n)| n).sum()
+    }
+}
+
+/// What a held entry waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Missing {
+    Namespace(String),
+    Job(String),
+}
+
+/// The admission state machine: feed it every entry in observation order; it returns the
+/// entries to publish.
+#[derive(Debug)]
+pub struct Admission {
+    cfg: AdmissionConfig,
+    /// Namespace name → opted out.
+    namespaces: HashMap<String, bool>,
+    /// CronJob UID → opted out.
+    cronjobs: HashMap<String, bool>,
+    /// Job UID → verdict (a Pod follows its Job).
+    jobs: HashMap<String, Verdict>,
+    held: VecDeque<(TraceEntry, Missing)>,
+    counts: AdmissionCounts,
+}
+
+impl Admission {
+    /// An empty gate.
+    pub fn new(cfg: AdmissionConfig) -> Self {
+        Self {
+            cfg,
+            namespaces: HashMap::new(),
+            cronjobs: HashMap::new(),
+            jobs: HashMap::new(),
+            held: VecDeque::new(),
+            counts: AdmissionCounts::default(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn counts(&self) -> &AdmissionCounts {
+        &self.counts
+    }
+
+    /// Takes one entry; returns the entries now ready to publish, in order: this one if it
+    /// is admitted (or carries no object), and any held entries it released. Namespaces
+    /// are consumed here and never returned (they are not published).
+    pub fn offer(&mut self, entry: TraceEntry) -> Vec<TraceEntry> {
+        let now = entry.observed_at_ms;
+        self.expire(now, false);
+        let mut out = Vec::new();
+        match &entry.event {
+            TraceEvent::Applied(KubeObject::Namespace(ns))
+            | TraceEvent::Deleted(KubeObject::Namespace(ns)) => {
+                let name = ns.metadata.name.clone().unwrap_or_default();
+                if matches!(entry.event, TraceEvent::Deleted(_)) {
+                    self.namespaces.remove(&name);
+                } else {
+                    self.namespaces.insert(name, self.opted_out(&ns.metadata));
+                    out.extend(self.release());
+                }
+            }
+            // The end of a relist: whatever still waits cannot be placed before the marker
+            // any more (it would look deleted-while-unobserved), so it is decided now.
+            TraceEvent::SnapshotEnd { .. } => {
+                self.expire(now, true);
+                out.push(entry);
+            }
+            TraceEvent::Applied(_) | TraceEvent::Deleted(_) => {
+                let released_job = self.judge(entry, &mut out);
+                if released_job {
+                    out.extend(self.release());
+                }
+            }
+            TraceEvent::Heartbeat | TraceEvent::SnapshotBegin { .. } | TraceEvent::Session(_) => {
+                out.push(entry)
+            }
+        }
+        self.counts.held = self.held.len();
+        out
+    }
+
+    /// Decides one object entry: publish, hold or drop. True when a Job or CronJob verdict
+    /// was recorded (held entries may now resolve).
+    fn judge(&mut self, entry: TraceEntry, out: &mut Vec<TraceEntry>) -> bool {
+        let deleted = matches!(entry.event, TraceEvent::Deleted(_));
+        let (TraceEvent::Applied(object) | TraceEvent::Deleted(object)) = &entry.event else {
+            return false;
+        };
+        let kind = object.kind();
+        let decided = match self.decide(object) {
+            Ok(v) => v,
+            Err(missing) => {
+                self.hold(entry, missing);
+                return false;
+            }
+        };
+        let mut recorded = false;
+        match object {
+            KubeObject::Job(job) => {
+                let uid = job.metadata.uid.clone().unwrap_or_default();
+                if deleted {
+                    self.jobs.remove(&uid);
+                } else {
+                    self.jobs.insert(uid, decided);
+                    recorded = true;
+                }
+            }
+            KubeObject::CronJob(cj) => {
+                let uid = cj.metadata.uid.clone().unwrap_or_default();
+                if deleted {
+                    self.cronjobs.remove(&uid);
+                } else {
+                    self.cronjobs.insert(uid, decided != Verdict::Admitted);
+                    recorded = true;
+                }
+            }
+            _ => {}
+        }
+        match decided {
+            Verdict::Admitted => {
+                *self.counts.admitted.entry(kind).or_default() += 1;
+                out.push(entry);
+            }
+            Verdict::Excluded(step) => *self.counts.excluded.entry((kind, step)).or_default() += 1,
+        }
+        recorded
+    }
+
+    /// The verdict for an object, or what must be observed first.
+    fn decide(&self, object: &KubeObject) -> Result<Verdict, Missing> {
+        let meta = match object {
+            KubeObject::Lease(_) | KubeObject::Namespace(_) => return Ok(Verdict::Admitted),
+            KubeObject::Pod(o) => &o.metadata,
+            KubeObject::Job(o) => &o.metadata,
+            KubeObject::CronJob(o) => &o.metadata,
+        };
+        let namespace = meta.namespace.as_deref().unwrap_or_default();
+        // 1. Namespace allow/deny list.
+        let allowed =
+            self.cfg.allow_namespaces.is_empty() || self.cfg.allow_namespaces.iter().any(|n| n == namespace);
+        if !allowed || self.cfg.deny_namespaces.iter().any(|n| n == namespace) {
+            return Ok(Verdict::Excluded(Step::NamespaceList));
+        }
+        // 2. The namespace's annotation.
+        match self.namespaces.get(namespace) {
+            None => return Err(Missing::Namespace(namespace.to_owned())),
+            Some(true) => return Ok(Verdict::Excluded(Step::NamespaceAnnotation)),
+            Some(false) => {}
+        }
+        match object {
+            KubeObject::CronJob(_) => {
+                // 3. A CronJob's own annotation is step 3 for it and for its Jobs.
+                if self.opted_out(meta) {
+                    return Ok(Verdict::Excluded(Step::CronJobAnnotation));
+                }
+            }
+            KubeObject::Job(job) => {
+                // 3. The scheduling CronJob. An unknown one (already deleted, or in a
+                // namespace we do not see) cannot opt the Job out; its own template
+                // annotations, copied onto the Job, still can.
+                if let Some(uid) = controller_uid(meta, "CronJob")
+                    && self.cronjobs.get(uid) == Some(&true)
+                {
+                    return Ok(Verdict::Excluded(Step::CronJobAnnotation));
+                }
+                // 4. The Job's own annotations or its pod template's.
+                let template = job.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
+                if self.opted_out(meta) || template.is_some_and(|t| self.opted_out(t)) {
+                    return Ok(Verdict::Excluded(Step::OwnAnnotation));
+                }
+            }
+            KubeObject::Pod(_) => {
+                // A Pod of a Job follows the Job.
+                if let Some(uid) = controller_uid(meta, "Job") {
+                    match self.jobs.get(uid) {
+                        None => return Err(Missing::Job(uid.to_owned())),
+                        Some(Verdict::Excluded(step)) => return Ok(Verdict::Excluded(*step)),
+                        Some(Verdict::Admitted) => {}
+                    }
+                }
+                // 4. Its own annotations.
+                if self.opted_out(meta) {
+                    return Ok(Verdict::Excluded(Step::OwnAnnotation));
+                }
+            }
+            KubeObject::Lease(_) | KubeObject::Namespace(_) => {}
+        }
+        Ok(Verdict::Admitted)
+    }
+
+    fn opted_out(&self, meta: &ObjectMeta) -> bool {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(&self.cfg.opt_out_annotation))
+            .is_some_and(|v| v == "true")
+    }
+
+    fn hold(&mut self, entry: TraceEntry, missing: Missing) {
+        self.held.push_back((entry, missing));
+        while self.held.len() > self.cfg.max_held {
+            if let Some((old, _)) = self.held.pop_front() {
+                self.exclude_unresolved(&old);
+            }
+        }
+    }
+
+    /// Re-judges held entries, in order, until none resolves any more.
+    fn release(&mut self) -> Vec<TraceEntry> {
+        let mut out = Vec::new();
+        loop {
+            let ready = self.held.iter().position(|(e, _)| match &e.event {
+                TraceEvent::Applied(o) | TraceEvent::Deleted(o) => self.decide(o).is_ok(),
+                _ => true,
+            });
+            let Some(i) = ready else { break };
+            let (entry, _) = self.held.remove(i).expect("index from position");
+            self.judge(entry, &mut out);
+        }
+        out
+    }
+
+    /// Excludes held entries older than `hold_ms` before `now` (all of them when `all`).
+    fn expire(&mut self, now: i64, all: bool) {
+        while let Some((entry, _)) = self.held.front() {
+            if !all && now - entry.observed_at_ms < self.cfg.hold_ms {
+                break;
+            }
+            let (entry, _) = self.held.pop_front().expect("front exists");
+            self.exclude_unresolved(&entry);
+        }
+    }
+
+    fn exclude_unresolved(&mut self, entry: &TraceEntry) {
+        if let TraceEvent::Applied(o) | TraceEvent::Deleted(o) = &entry.event {
+            *self.counts.excluded.entry((o.kind(), Step::Unresolved)).or_default() += 1;
+        }
+    }
+
+    /// Decides everything still held (end of input): each is excluded as unresolved.
+    pub fn finish(&mut self) {
+        self.expire(i64::MAX, true);
+        self.counts.held = 0;
+    }
+}
+
+/// The UID of the object's controller of `kind`, if any.
+fn controller_uid<'a>(meta: &'a ObjectMeta, kind: &str) -> Option<&'a str> {
+    meta.owner_references
+        .as_deref()?
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == kind)
+        .map(|o| o.uid.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    const T0: i64 = 1_795_946_400_000;
+    const OPT_OUT: &str = DEFAULT_OPT_OUT_ANNOTATION;
+
+    fn entry(at: i64, object: Value) -> TraceEntry {
+        let mut entries =
+            crate::trace::parse_value(0, json!({"type": "ADDED", "observed_at": at, "object": object}));
+        entries.remove(0).unwrap()
+    }
+
+    fn annotations(opt_out: bool) -> Value {
+        if opt_out { json!({OPT_OUT: "true", "other": "x"}) } else { json!({"other": "x", OPT_OUT: "false"}) }
+    }
+
+    fn namespace(name: &str, opt_out: bool) -> Value {
+        json!({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": name, "uid": format!("00000000-0000-4000-8000-{:012}", name.len()),
+                            "annotations": annotations(opt_out)}})
+    }
+
+    fn cronjob(uid: &str, ns: &str, opt_out: bool) -> Value {
+        json!({"apiVersion": "batch/v1", "kind": "CronJob",
+               "metadata": {"name": "nightly", "namespace": ns, "uid": uid, "annotations": annotations(opt_out)},
+               "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}}})
+    }
+
+    fn job(uid: &str, ns: &str, cronjob: Option<&str>, own: bool, template: bool) -> Value {
+        let owners: Vec<Value> = cronjob
+            .map(|c| json!({"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": c, "controller": true}))
+            .into_iter()
+            .collect();
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": format!("job-{uid}"), "namespace": ns, "uid": uid,
+                            "ownerReferences": owners, "annotations": annotations(own)},
+               "spec": {"template": {"metadata": {"annotations": annotations(template)},
+                                     "spec": {"containers": []}}}})
+    }
+
+    fn pod(uid: &str, ns: &str, job: Option<&str>, own: bool) -> Value {
+        let owners: Vec<Value> = job
+            .map(|j| json!({"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": j, "controller": true}))
+            .into_iter()
+            .collect();
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": format!("pod-{uid}"), "namespace": ns, "uid": uid,
+                            "ownerReferences": owners, "annotations": annotations(own)},
+               "spec": {"containers": []}})
+    }
+
+    const CJ: &str = "11111111-1111-4111-8111-111111111111";
+    const JOB: &str = "22222222-2222-4222-8222-222222222222";
+    const POD: &str = "33333333-3333-4333-8333-333333333333";
+
+    /// Runs namespace, CronJob, Job and Pod through a gate; returns the kinds published.
+    fn run(
+        cfg: AdmissionConfig,
+        ns_opt: bool,
+        cj_opt: bool,
+        job_own: bool,
+        job_template: bool,
+        pod_own: bool,
+    ) -> (Vec<&'static str>, AdmissionCounts) {
+        let mut gate = Admission::new(cfg);
+        let mut out = Vec::new();
+        for (i, object) in [
+            namespace("etl", ns_opt),
+            cronjob(CJ, "etl", cj_opt),
+            job(JOB, "etl", Some(CJ), job_own, job_template),
+            pod(POD, "etl", Some(JOB), pod_own),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            out.extend(gate.offer(entry(T0 + i as i64, object)));
+        }
+        let kinds = out
+            .iter()
+            .map(|e| match &e.event {
+                TraceEvent::Applied(o) => o.kind(),
+                _ => "marker",
+            })
+            .collect();
+        (kinds, gate.counts().clone())
+    }
+
+    #[test]
+    fn with_no_opt_out_everything_but_the_namespace_is_published() {
+        let (kinds, counts) = run(AdmissionConfig::default(), false, false, false, false, false);
+        assert_eq!(kinds, ["CronJob", "Job", "Pod"]);
+        assert_eq!(counts.excluded, BTreeMap::new());
+    }
+
+    #[test]
+    fn step_1_the_namespace_list_excludes_the_job_and_its_pods() {
+        let deny = AdmissionConfig { deny_namespaces: vec!["etl".into()], ..Default::default() };
+        let (kinds, counts) = run(deny, false, false, false, false, false);
+        assert_eq!(kinds, Vec::<&str>::new());
+        assert_eq!(counts.excluded_at(Step::NamespaceList), 3, "{counts:?}");
+        let allow_other = AdmissionConfig { allow_namespaces: vec!["web".into()], ..Default::default() };
+        assert!(run(allow_other, false, false, false, false, false).0.is_empty());
+        let allow = AdmissionConfig { allow_namespaces: vec!["etl".into()], ..Default::default() };
+        assert_eq!(run(allow, false, false, false, false, false).0.len(), 3);
+    }
+
+    #[test]
+    fn step_2_the_namespace_annotation_excludes_the_job_and_its_pods() {
+        let (kinds, counts) = run(AdmissionConfig::default(), true, false, false, false, false);
+        assert!(kinds.is_empty(), "{kinds:?}");
+        assert_eq!(counts.excluded_at(Step::NamespaceAnnotation), 3, "{counts:?}");
+    }
+
+    #[test]
+    fn step_3_the_cronjob_annotation_excludes_its_jobs_and_their_pods() {
+        let (kinds, counts) = run(AdmissionConfig::default(), false, true, false, false, false);
+        assert!(kinds.is_empty(), "{kinds:?}");
+        assert_eq!(counts.excluded_at(Step::CronJobAnnotation), 3, "{counts:?}");
+    }
+
+    #[test]
+    fn step_4_the_jobs_own_or_template_annotation_excludes_it_and_its_pods() {
+        for (own, template) in [(true, false), (false, true)] {
+            let (kinds, counts) = run(AdmissionConfig::default(), false, false, own, template, false);
+            assert_eq!(kinds, ["CronJob"], "own {own} template {template}");
+            assert_eq!(counts.excluded.get(&("Job", Step::OwnAnnotation)), Some(&1));
+            assert_eq!(counts.excluded.get(&("Pod", Step::OwnAnnotation)), Some(&1));
+        }
+        // A Pod's own annotation excludes the Pod only.
+        let (kinds, _) = run(AdmissionConfig::default(), false, false, false, false, true);
+        assert_eq!(kinds, ["CronJob", "Job"]);
+    }
+
+    #[test]
+    fn the_opt_out_key_is_configurable() {
+        let cfg = AdmissionConfig { opt_out_annotation: "other".into(), ..Default::default() };
+        // "other" is "x", not "true": nothing is opted out, even with kubefacts.io/exclude set.
+        assert_eq!(run(cfg, true, true, true, true, true).0.len(), 3);
+    }
+
+    #[test]
+    fn an_object_seen_before_its_namespace_or_job_is_held_then_released_in_order() {
+        let mut gate = Admission::new(AdmissionConfig::default());
+        assert!(gate.offer(entry(T0, pod(POD, "etl", Some(JOB), false))).is_empty());
+        assert!(gate.offer(entry(T0 + 1, job(JOB, "etl", None, false, false))).is_empty());
+        assert_eq!(gate.counts().held, 2);
+        let out = gate.offer(entry(T0 + 2, namespace("etl", false)));
+        let kinds: Vec<_> = out.iter().map(|e| e.observed_at_ms).collect();
+        assert_eq!(kinds, [T0 + 1, T0], "the Job first (it released the Pod), each with its own time");
+        assert_eq!(gate.counts().held, 0);
+    }
+
+    #[test]
+    fn a_held_pod_of_an_opted_out_job_is_never_published() {
+        let mut gate = Admission::new(AdmissionConfig::default());
+        gate.offer(entry(T0, namespace("etl", false)));
+        assert!(gate.offer(entry(T0 + 1, pod(POD, "etl", Some(JOB), false))).is_empty());
+        assert!(gate.offer(entry(T0 + 2, job(JOB, "etl", None, true, false))).is_empty());
+        assert_eq!(gate.counts().excluded.get(&("Pod", Step::OwnAnnotation)), Some(&1));
+    }
+
+    #[test]
+    fn what_stays_unresolved_is_excluded_after_hold_ms_or_at_the_end_of_a_relist() {
+        let mut gate = Admission::new(AdmissionConfig { hold_ms: 1_000, ..Default::default() });
+        gate.offer(entry(T0, namespace("etl", false)));
+        gate.offer(entry(T0, pod(POD, "etl", Some(JOB), false)));
+        let heartbeat = |at| TraceEntry { observed_at_ms: at, event: TraceEvent::Heartbeat };
+        assert_eq!(gate.offer(heartbeat(T0 + 999)).len(), 1, "the heartbeat only");
+        assert_eq!(gate.counts().held, 1);
+        gate.offer(heartbeat(T0 + 1_000));
+        assert_eq!(gate.counts().held, 0);
+        assert_eq!(gate.counts().excluded_at(Step::Unresolved), 1);
+
+        gate.offer(entry(T0 + 2_000, pod(POD, "etl", Some(JOB), false)));
+        let out = gate
+            .offer(TraceEntry { observed_at_ms: T0 + 2_001, event: TraceEvent::SnapshotEnd { epoch: 2 } });
+        assert_eq!(out.len(), 1, "the marker, after the held Pod was decided");
+        assert_eq!(gate.counts().excluded_at(Step::Unresolved), 2);
+        // The Job arriving later no longer releases it.
+        assert!(gate.offer(entry(T0 + 2_002, job(JOB, "etl", None, false, false))).len() == 1);
+    }
+
+    #[test]
+    fn leases_pass_and_namespaces_are_never_published() {
+        let mut gate = Admission::new(AdmissionConfig {
+            deny_namespaces: vec!["kube-system".into()],
+            ..Default::default()
+        });
+        assert!(gate.offer(entry(T0, namespace("kube-system", true))).is_empty());
+        let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                           "metadata": {"name": "kube-controller-manager", "namespace": "kube-system",
+                                        "uid": "44444444-4444-4444-8444-444444444444"}, "spec": {}});
+        assert_eq!(gate.offer(entry(T0 + 1, lease)).len(), 1);
+    }
+}
