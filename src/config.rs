@@ -58,6 +58,9 @@ pub struct PipelineConfig {
     /// What `kubefacts process` runs, and how.
     #[serde(default)]
     pub process: ProcessConfig,
+    /// Which observed objects may leave the cluster (the opt-out).
+    #[serde(default)]
+    pub admission: crate::observe::AdmissionConfig,
 }
 
 fn default_cluster() -> String {
@@ -70,6 +73,7 @@ impl Default for PipelineConfig {
             cluster: default_cluster(),
             topics: TopicsConfig::default(),
             process: ProcessConfig::default(),
+            admission: crate::observe::AdmissionConfig::default(),
         }
     }
 }

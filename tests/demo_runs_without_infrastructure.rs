@@ -233,3 +233,61 @@ fn process_refuses_a_pipeline_without_stages_and_unknown_processors() {
     let e = run("[[process.stages]]\nprocessor = \"journal-x\"\ninputs = [\"a\"]\noutputs = [\"b\"]\n");
     assert!(e.contains("unknown processor \"journal-x\"") && e.contains("probe-rekey"), "{e}");
 }
+
+#[test]
+fn replay_applies_admission_and_nothing_of_an_opted_out_namespace_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let ns = |name: &str, opt_out: bool| {
+        serde_json::json!({"type": "ADDED", "observed_at": 1_795_946_400_000i64, "object": {
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "uid": format!("00000000-0000-4000-8000-00000000000{}", name.len()),
+                         "annotations": {"kubefacts.io/exclude": opt_out.to_string()}}}})
+    };
+    let job = |name: &str, ns: &str, uid: &str| {
+        serde_json::json!({"type": "ADDED", "observed_at": 1_795_946_401_000i64, "object": {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": ns, "uid": uid},
+            "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}}}})
+    };
+    let pod = |name: &str, ns: &str, uid: &str, job_uid: &str| {
+        serde_json::json!({"type": "ADDED", "observed_at": 1_795_946_402_000i64, "object": {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "uid": uid, "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": job_uid, "controller": true}]},
+            "spec": {"containers": [{"name": "main", "image": "x"}]}}})
+    };
+    let hidden_job = "aaaaaaaa-0000-4000-8000-000000000001";
+    let shown_job = "bbbbbbbb-0000-4000-8000-000000000002";
+    let lines = [
+        // The Pod arrives before its Job and namespace: it is held, then excluded with them.
+        pod("topsecret-pod", "private", "aaaaaaaa-0000-4000-8000-000000000003", hidden_job),
+        ns("private", true),
+        ns("etl", false),
+        job("topsecret-job", "private", hidden_job),
+        job("visible-job", "etl", shown_job),
+        pod("visible-pod", "etl", "bbbbbbbb-0000-4000-8000-000000000004", shown_job),
+    ];
+    let trace = dir.path().join("trace.jsonl");
+    fs::write(&trace, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    let out_dir = dir.path().join("out");
+    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+        .args(["replay", "--input"])
+        .arg(&trace)
+        .arg("--output")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("2 excluded by admission"), "{stdout}");
+    let mut all = String::new();
+    for f in fs::read_dir(&out_dir).unwrap() {
+        all += &fs::read_to_string(f.unwrap().path()).unwrap();
+    }
+    for hidden in ["topsecret", hidden_job, "aaaaaaaa-0000-4000-8000-000000000003"] {
+        assert!(!all.contains(hidden), "{hidden} left the cluster");
+    }
+    for shown in ["visible-job", "visible-pod", shown_job] {
+        assert!(all.contains(shown), "{shown} was not published");
+    }
+}

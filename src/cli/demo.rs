@@ -21,7 +21,7 @@ use crate::{
         json::{Timestamps, to_json},
     },
     config::PipelineConfig,
-    observe::{InputTopic, MinimizeConfig, ObservationRecord, Observer, model::Source},
+    observe::{AdmissionCounts, InputTopic, MinimizeConfig, ObservationRecord, Observer, model::Source},
     trace,
 };
 
@@ -83,7 +83,8 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
 
     let source = Source { cluster: config.cluster.clone(), instance: "kubefacts-demo".into(), epoch: 1 };
-    let mut observer = Observer::new(source, MinimizeConfig::default());
+    let mut observer =
+        Observer::new(source, MinimizeConfig::default()).with_admission(config.admission.clone());
     let mut tallies: BTreeMap<InputTopic, TopicTally> = BTreeMap::new();
     let (mut entries, mut rejected, mut round_trips) = (0u64, BTreeMap::<String, u64>::new(), 0u64);
     for entry in trace::read(trace_text.as_bytes()) {
@@ -96,15 +97,15 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
             }
         };
         entries += 1;
-        let observations = match observer.observe(&entry) {
+        // Admission may hold an entry back and release it later, with others.
+        for obs in observer.admit(entry).into_iter().flat_map(|released| match released {
             Ok(o) => o,
             Err(e) => {
                 eprintln!("demo: {e}");
                 *rejected.entry(format!("observe: {}", e.reason())).or_default() += 1;
-                continue;
+                Vec::new()
             }
-        };
-        for obs in observations {
+        }) {
             let bytes = obs.record.encode(&writers[&obs.topic])?;
             // What any consumer does: decode by framing, then read the typed record.
             let decoded = codec.decode(&bytes).await?;
@@ -140,6 +141,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
                 .append_value_ref(&decoded.value)?;
         }
     }
+    observer.finish();
     for (_, mut w) in jsonl {
         w.flush()?;
     }
@@ -154,6 +156,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         &tallies,
         round_trips,
         &rejected,
+        observer.admission(),
         &args.output,
         &config,
     );
@@ -174,6 +177,7 @@ fn print_summary(
     tallies: &BTreeMap<InputTopic, TopicTally>,
     round_trips: u64,
     rejected: &BTreeMap<String, u64>,
+    admission: &AdmissionCounts,
     output: &Path,
     config: &PipelineConfig,
 ) {
@@ -203,6 +207,21 @@ fn print_summary(
         total_bytes as f64 / 1024.0,
         trace_bytes as f64 / 1024.0,
         100.0 * total_bytes as f64 / trace_bytes.max(1) as f64
+    );
+    let admitted: u64 = admission.admitted.values().sum();
+    let excluded: Vec<String> = admission
+        .excluded
+        .iter()
+        .map(|((kind, step), n)| format!("{n} {kind} at {}", step.as_str()))
+        .collect();
+    println!(
+        "admission ({}: \"true\" opts out): {admitted} objects admitted, {}",
+        config.admission.opt_out_annotation,
+        if excluded.is_empty() {
+            "none excluded".to_owned()
+        } else {
+            format!("excluded: {}", excluded.join(", "))
+        }
     );
     if rejected.is_empty() {
         println!("no trace entry was rejected");

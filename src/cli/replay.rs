@@ -61,11 +61,12 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     }
 
     let source = Source { cluster: config.cluster.clone(), instance: "kubefacts-replay".into(), epoch: 1 };
-    let mut observer = Observer::new(source, MinimizeConfig::default());
+    let mut observer =
+        Observer::new(source, MinimizeConfig::default()).with_admission(config.admission.clone());
     let (mut entries, mut rejected) = (0u64, 0u64);
     for entry in trace::read(text.as_bytes()) {
-        let observations = match entry.map_err(anyhow::Error::from).and_then(|e| Ok(observer.observe(&e)?)) {
-            Ok(o) => o,
+        let entry = match entry {
+            Ok(e) => e,
             Err(e) => {
                 eprintln!("replay: {e}");
                 rejected += 1;
@@ -73,13 +74,31 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
             }
         };
         entries += 1;
-        for obs in observations {
-            let (_, writer, log) =
-                topics.iter_mut().find(|(t, _, _)| *t == obs.topic).expect("every input topic");
-            let bytes = obs.record.encode(writer)?;
-            log.produce(obs.key.as_deref().map(str::as_bytes), Some(bytes), obs.record.observed_at(), false);
+        // Admission may hold an entry back and release it later, with others.
+        for released in observer.admit(entry) {
+            let observations = match released {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("replay: {e}");
+                    rejected += 1;
+                    continue;
+                }
+            };
+            for obs in observations {
+                let (_, writer, log) =
+                    topics.iter_mut().find(|(t, _, _)| *t == obs.topic).expect("every input topic");
+                let bytes = obs.record.encode(writer)?;
+                log.produce(
+                    obs.key.as_deref().map(str::as_bytes),
+                    Some(bytes),
+                    obs.record.observed_at(),
+                    false,
+                );
+            }
         }
     }
+    observer.finish();
+    let excluded: u64 = observer.admission().excluded.values().sum();
 
     // Then the configured stages, in order, each over the topics before it.
     let mut logs: BTreeMap<String, MemTopic> =
@@ -94,7 +113,7 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     }
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "replay: {entries} trace entries ({rejected} rejected), {} stage(s) → {written} records in {} topics under {}, {:.2} s ({:.0} entries/s)",
+        "replay: {entries} trace entries ({rejected} rejected, {excluded} excluded by admission), {} stage(s) → {written} records in {} topics under {}, {:.2} s ({:.0} entries/s)",
         config.process.stages.len(),
         logs.len(),
         args.output.display(),

@@ -26,6 +26,7 @@ mod tests;
 
 use serde::Serialize;
 
+pub use admission::{Admission, AdmissionConfig, AdmissionCounts};
 pub use error::ObserveError;
 pub use minimize::MinimizeConfig;
 pub use model::{
@@ -310,19 +311,45 @@ fn markers(topics: &[InputTopic], source: &Source, at: i64, event: ObservationEv
     topics.iter().map(marker).collect()
 }
 
-/// [`observe`] with the epoch tracked: a SNAPSHOT_BEGIN raises `source.epoch` (it never
-/// decreases), so every record after it carries the new epoch. What `replay` and `demo`
-/// step through a trace with.
-#[derive(Debug, Clone)]
+/// [`observe`] with the epoch tracked and admission applied: a SNAPSHOT_BEGIN raises
+/// `source.epoch` (it never decreases), so every record after it carries the new epoch;
+/// [`Observer::admit`] passes every entry through the [`Admission`] gate first. What the
+/// watcher, `publish`, `replay` and `demo` step through their input with.
+#[derive(Debug)]
 pub struct Observer {
     source: Source,
     cfg: MinimizeConfig,
+    admission: Admission,
 }
 
 impl Observer {
-    /// An observer publishing as `source` (its epoch is the one before the first relist).
+    /// An observer publishing as `source` (its epoch is the one before the first relist),
+    /// admitting with the default [`AdmissionConfig`].
     pub fn new(source: Source, cfg: MinimizeConfig) -> Self {
-        Self { source, cfg }
+        Self { source, cfg, admission: Admission::new(AdmissionConfig::default()) }
+    }
+
+    /// The same, admitting with `admission`.
+    pub fn with_admission(mut self, admission: AdmissionConfig) -> Self {
+        self.admission = Admission::new(admission);
+        self
+    }
+
+    /// Admission counters so far.
+    pub fn admission(&self) -> &AdmissionCounts {
+        self.admission.counts()
+    }
+
+    /// Passes `entry` through admission and observes what it releases — nothing, this
+    /// entry, or earlier held ones with it — in order. Each result is one released entry;
+    /// an error rejects that entry only.
+    pub fn admit(&mut self, entry: TraceEntry) -> Vec<Result<Vec<Observation>, ObserveError>> {
+        self.admission.offer(entry).iter().map(|e| self.observe(e)).collect()
+    }
+
+    /// End of input: what is still held is excluded as unresolved (and counted).
+    pub fn finish(&mut self) {
+        self.admission.finish();
     }
 
     /// The source records are published with now.
