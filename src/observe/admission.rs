@@ -181,10 +181,12 @@ impl Admission {
                     out.extend(self.release());
                 }
             }
-            // The end of a relist: whatever still waits cannot be placed before the marker
-            // any more (it would look deleted-while-unobserved), so it is decided now.
-            TraceEvent::SnapshotEnd { .. } => {
-                self.expire(now, true);
+            // The end of a relist: what of the relisted kinds still waits cannot be placed
+            // before the marker any more (it would look deleted-while-unobserved), so it is
+            // decided now. Other kinds keep waiting.
+            TraceEvent::SnapshotEnd { kinds, .. } => {
+                let kinds = kinds.clone();
+                self.expire_kinds(kinds.as_deref());
                 out.push(entry);
             }
             TraceEvent::Applied(_) | TraceEvent::Deleted(_) => {
@@ -349,6 +351,25 @@ impl Admission {
             }
             let (entry, _) = self.held.pop_front().expect("front exists");
             self.exclude_unresolved(&entry);
+        }
+    }
+
+    /// Excludes every held entry of `kinds` (`None`: all).
+    fn expire_kinds(&mut self, kinds: Option<&[String]>) {
+        let held = std::mem::take(&mut self.held);
+        for (entry, missing) in held {
+            let matches = match (&entry.event, kinds) {
+                (_, None) => true,
+                (TraceEvent::Applied(o) | TraceEvent::Deleted(o), Some(kinds)) => {
+                    kinds.iter().any(|k| k == o.kind())
+                }
+                _ => false,
+            };
+            if matches {
+                self.exclude_unresolved(&entry);
+            } else {
+                self.held.push_back((entry, missing));
+            }
         }
     }
 
@@ -551,8 +572,11 @@ mod tests {
         assert_eq!(gate.counts().excluded_at(Step::Unresolved), 1);
 
         gate.offer(entry(T0 + 2_000, pod(POD, "etl", Some(JOB), false)));
-        let out = gate
-            .offer(TraceEntry { observed_at_ms: T0 + 2_001, event: TraceEvent::SnapshotEnd { epoch: 2 } });
+        let end = TraceEvent::SnapshotEnd { epoch: 2, kinds: Some(vec!["Job".into()]) };
+        assert_eq!(gate.offer(TraceEntry { observed_at_ms: T0 + 2_001, event: end }).len(), 1);
+        assert_eq!(gate.counts().held, 1, "a Job relist leaves a held Pod waiting");
+        let end = TraceEvent::SnapshotEnd { epoch: 2, kinds: Some(vec!["Pod".into()]) };
+        let out = gate.offer(TraceEntry { observed_at_ms: T0 + 2_001, event: end });
         assert_eq!(out.len(), 1, "the marker, after the held Pod was decided");
         assert_eq!(gate.counts().excluded_at(Step::Unresolved), 2);
         // The Job arriving later no longer releases it.

@@ -86,6 +86,17 @@ impl InputTopic {
         }
     }
 
+    /// The Kubernetes kind whose objects this topic carries (`None` for sessions).
+    pub fn kind(self) -> Option<&'static str> {
+        match self {
+            Self::Pods => Some("Pod"),
+            Self::Jobs => Some("Job"),
+            Self::CronJobs => Some("CronJob"),
+            Self::Leases => Some("Lease"),
+            Self::Sessions => None,
+        }
+    }
+
     /// A bounded label for metrics (`pods`, `jobs`, …).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -244,13 +255,13 @@ pub fn observe(
         TraceEvent::Applied(object) => (object, E::Applied),
         TraceEvent::Deleted(object) => (object, E::Deleted),
         TraceEvent::Heartbeat => return Ok(markers(&InputTopic::ALL, source, at, E::Heartbeat)),
-        &TraceEvent::SnapshotBegin { epoch } => {
-            let source = Source { epoch, ..source.clone() };
-            return Ok(markers(&InputTopic::WATCHED, &source, at, E::SnapshotBegin));
+        TraceEvent::SnapshotBegin { epoch, kinds } => {
+            let source = Source { epoch: *epoch, ..source.clone() };
+            return Ok(markers(&relisted(kinds.as_deref()), &source, at, E::SnapshotBegin));
         }
-        &TraceEvent::SnapshotEnd { epoch } => {
-            let source = Source { epoch, ..source.clone() };
-            return Ok(markers(&InputTopic::WATCHED, &source, at, E::SnapshotEnd));
+        TraceEvent::SnapshotEnd { epoch, kinds } => {
+            let source = Source { epoch: *epoch, ..source.clone() };
+            return Ok(markers(&relisted(kinds.as_deref()), &source, at, E::SnapshotEnd));
         }
         TraceEvent::Session(record) => {
             let session = minimize::session(record, at)?;
@@ -295,6 +306,13 @@ pub fn observe(
         KubeObject::Namespace(_) => return Ok(Vec::new()),
     };
     Ok(vec![observation])
+}
+
+/// The topics a relist of `kinds` covers (`None`: every watched topic). Namespaces have
+/// no topic: their relist only refreshes admission.
+fn relisted(kinds: Option<&[String]>) -> Vec<InputTopic> {
+    let Some(kinds) = kinds else { return InputTopic::WATCHED.to_vec() };
+    InputTopic::WATCHED.into_iter().filter(|t| kinds.iter().any(|k| t.kind() == Some(k.as_str()))).collect()
 }
 
 fn keyed(key: String, record: ObservationRecord) -> Observation {
@@ -359,7 +377,7 @@ impl Observer {
 
     /// The observations of one entry, in trace order.
     pub fn observe(&mut self, entry: &TraceEntry) -> Result<Vec<Observation>, ObserveError> {
-        if let TraceEvent::SnapshotBegin { epoch } = entry.event {
+        if let TraceEvent::SnapshotBegin { epoch, .. } = entry.event {
             self.source.epoch = self.source.epoch.max(epoch);
         }
         observe(entry, &self.source, &self.cfg)

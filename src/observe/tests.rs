@@ -641,8 +641,8 @@ fn markers_fan_out_with_no_key() {
     }
 
     for (event, want) in [
-        (TraceEvent::SnapshotBegin { epoch: 7 }, ObservationEvent::SnapshotBegin),
-        (TraceEvent::SnapshotEnd { epoch: 7 }, ObservationEvent::SnapshotEnd),
+        (TraceEvent::SnapshotBegin { epoch: 7, kinds: None }, ObservationEvent::SnapshotBegin),
+        (TraceEvent::SnapshotEnd { epoch: 7, kinds: None }, ObservationEvent::SnapshotEnd),
     ] {
         let o = observe(&entry(9_500, event), &source(), &MinimizeConfig::default()).unwrap();
         assert_eq!(
@@ -654,15 +654,21 @@ fn markers_fan_out_with_no_key() {
             assert_eq!((o.key.as_ref(), o.record.event(), o.record.source().epoch), (None, want, 7));
         }
     }
+    // A relist of one kind marks its topic only; a Namespace relist marks none.
+    let pods = TraceEvent::SnapshotBegin { epoch: 8, kinds: Some(vec!["Pod".into(), "Namespace".into()]) };
+    let o = observe(&entry(9_600, pods), &source(), &MinimizeConfig::default()).unwrap();
+    assert_eq!(o.iter().map(|o| o.topic).collect::<Vec<_>>(), [InputTopic::Pods]);
+    let ns = TraceEvent::SnapshotEnd { epoch: 8, kinds: Some(vec!["Namespace".into()]) };
+    assert!(observe(&entry(9_700, ns), &source(), &MinimizeConfig::default()).unwrap().is_empty());
 }
 
 #[test]
 fn the_observer_carries_the_snapshot_epoch_forward() {
     let mut observer = Observer::new(Source { epoch: 0, ..source() }, MinimizeConfig::default());
-    observer.observe(&entry(1, TraceEvent::SnapshotBegin { epoch: 2 })).unwrap();
+    observer.observe(&entry(1, TraceEvent::SnapshotBegin { epoch: 2, kinds: None })).unwrap();
     let o = observer.observe(&applied(KubeObject::Job(Box::new(job("j", &uid(1)))))).unwrap();
     assert_eq!(o[0].record.source().epoch, 2);
-    let stale = observer.observe(&entry(2, TraceEvent::SnapshotBegin { epoch: 1 })).unwrap();
+    let stale = observer.observe(&entry(2, TraceEvent::SnapshotBegin { epoch: 1, kinds: None })).unwrap();
     assert_eq!(
         (stale[0].record.source().epoch, observer.source().epoch),
         (1, 2),

@@ -53,11 +53,15 @@ pub enum TraceEvent {
     SnapshotBegin {
         /// The new snapshot epoch.
         epoch: i64,
+        /// The kinds relisted (`Pod`, `Job`, …); `None`: every watched kind.
+        kinds: Option<Vec<String>>,
     },
     /// A relist ended.
     SnapshotEnd {
         /// The snapshot epoch that ended.
         epoch: i64,
+        /// The kinds relisted; `None`: every watched kind.
+        kinds: Option<Vec<String>>,
     },
     /// A host application's session changed state.
     Session(SessionRecord),
@@ -79,6 +83,9 @@ pub enum KubeObject {
 }
 
 impl KubeObject {
+    /// Every kind kubefacts reads, as [`KubeObject::kind`] names them.
+    pub const KINDS: [&'static str; 5] = ["Pod", "Job", "CronJob", "Lease", "Namespace"];
+
     /// The Kubernetes kind, e.g. `Job`.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -228,10 +235,36 @@ pub fn parse_value(position: usize, mut v: Json) -> Vec<Result<TraceEntry, Trace
             let Some(epoch) = v.get("epoch").and_then(Json::as_i64) else {
                 return vec![Err(TraceError::MissingField { position, field: "epoch" })];
             };
+            let kinds = match v.get("kinds") {
+                None | Some(Json::Null) => None,
+                Some(Json::Array(list)) => {
+                    let names: Option<Vec<String>> = list
+                        .iter()
+                        .map(|k| k.as_str().filter(|k| KubeObject::KINDS.contains(k)).map(str::to_owned))
+                        .collect();
+                    match names {
+                        Some(n) => Some(n),
+                        None => {
+                            return vec![Err(TraceError::InvalidObject {
+                                position,
+                                kind: marker.into(),
+                                reason: format!("kinds must name {}", KubeObject::KINDS.join(", ")),
+                            })];
+                        }
+                    }
+                }
+                Some(_) => {
+                    return vec![Err(TraceError::InvalidObject {
+                        position,
+                        kind: marker.into(),
+                        reason: "kinds must be a list".into(),
+                    })];
+                }
+            };
             vec![entry(if marker == "SNAPSHOT_BEGIN" {
-                TraceEvent::SnapshotBegin { epoch }
+                TraceEvent::SnapshotBegin { epoch, kinds }
             } else {
-                TraceEvent::SnapshotEnd { epoch }
+                TraceEvent::SnapshotEnd { epoch, kinds }
             })]
         }
         Some("SESSION") => {
@@ -284,11 +317,17 @@ impl TraceEntry {
                 json!({"type": "DELETED", "observed_at": at, "object": o.to_json()})
             }
             TraceEvent::Heartbeat => json!({"type": "HEARTBEAT", "observed_at": at}),
-            TraceEvent::SnapshotBegin { epoch } => {
-                json!({"type": "SNAPSHOT_BEGIN", "observed_at": at, "epoch": epoch})
-            }
-            TraceEvent::SnapshotEnd { epoch } => {
-                json!({"type": "SNAPSHOT_END", "observed_at": at, "epoch": epoch})
+            TraceEvent::SnapshotBegin { epoch, kinds } | TraceEvent::SnapshotEnd { epoch, kinds } => {
+                let ty = if matches!(self.event, TraceEvent::SnapshotBegin { .. }) {
+                    "SNAPSHOT_BEGIN"
+                } else {
+                    "SNAPSHOT_END"
+                };
+                let mut line = json!({"type": ty, "observed_at": at, "epoch": epoch});
+                if let Some(kinds) = kinds {
+                    line["kinds"] = json!(kinds);
+                }
+                line
             }
             TraceEvent::Session(s) => json!({"type": "SESSION", "observed_at": at, "session": s}),
         }

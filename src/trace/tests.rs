@@ -49,10 +49,24 @@ fn reads_kubefacts_lines() {
 "#;
     let events: Vec<_> = read_all(text).into_iter().map(|e| e.unwrap().event).collect();
     assert_eq!(events[0], TraceEvent::Heartbeat);
-    assert_eq!(events[1], TraceEvent::SnapshotBegin { epoch: 2 });
-    assert_eq!(events[2], TraceEvent::SnapshotEnd { epoch: 2 });
+    assert_eq!(events[1], TraceEvent::SnapshotBegin { epoch: 2, kinds: None });
+    assert_eq!(events[2], TraceEvent::SnapshotEnd { epoch: 2, kinds: None });
     let TraceEvent::Session(s) = &events[3] else { panic!() };
     assert_eq!(s.state, SessionState::Unknown, "unknown future states map to UNKNOWN");
+}
+
+#[test]
+fn snapshot_markers_may_name_the_kinds_relisted() {
+    let text = r#"{"type":"SNAPSHOT_BEGIN","observed_at":6,"epoch":3,"kinds":["Pod"]}
+{"type":"SNAPSHOT_END","observed_at":7,"epoch":3,"kinds":["Secret"]}
+"#;
+    let entries = read_all(text);
+    let first = entries[0].as_ref().unwrap();
+    assert_eq!(first.event, TraceEvent::SnapshotBegin { epoch: 3, kinds: Some(vec!["Pod".into()]) });
+    let again = crate::trace::parse_value(0, first.to_json());
+    assert_eq!(again[0].as_ref().unwrap(), first, "kinds survive writing and reading");
+    let e = entries[1].as_ref().unwrap_err().to_string();
+    assert!(e.contains("kinds must name"), "{e}");
 }
 
 #[test]
@@ -89,7 +103,8 @@ fn bad_values_are_reported_and_reading_goes_on() {
 #[test]
 fn written_entries_read_back_identically() {
     let mut entries: Vec<_> = read_all(JOB_EVENT).into_iter().map(Result::unwrap).collect();
-    entries.push(TraceEntry { observed_at_ms: 42, event: TraceEvent::SnapshotBegin { epoch: 3 } });
+    entries
+        .push(TraceEntry { observed_at_ms: 42, event: TraceEvent::SnapshotBegin { epoch: 3, kinds: None } });
     entries.push(TraceEntry {
         observed_at_ms: 43,
         event: TraceEvent::Session(SessionRecord {
