@@ -6,6 +6,11 @@
 //!   schema-registry client and the evolution check.
 //! * [`trace`] — the cluster-trace format (JSON lines of watch events) that `demo`,
 //!   `replay` and the simulator read and write.
+//! * [`observe`] — minimization (an allowlist), admission (the opt-out) and keys: what
+//!   the watcher publishes.
+//! * [`watch`] — publishing observations to Kafka.
+//! * [`runtime`] — the exactly-once processor runtime and its in-memory driver.
+//! * [`metrics`] — the Prometheus endpoint.
 //! * [`cli`] — the `kubefacts` command line.
 
 pub mod cli;
@@ -16,3 +21,4 @@ pub mod observe;
 pub mod runtime;
 pub mod telemetry;
 pub mod trace;
+pub mod watch;

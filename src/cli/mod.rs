@@ -2,6 +2,7 @@
 
 mod demo;
 mod process;
+mod publish;
 mod replay;
 mod schemas;
 mod stages;
@@ -11,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 pub use demo::DemoArgs;
 pub use process::ProcessArgs;
+pub use publish::PublishArgs;
 pub use replay::ReplayArgs;
 pub use schemas::SchemasArgs;
 pub use tail::TailArgs;
@@ -35,6 +37,9 @@ pub enum Command {
     /// Run the configured stages on Kafka, exactly once (consume, process, produce and commit
     /// in one transaction).
     Process(Box<ProcessArgs>),
+    /// Publish a cluster trace to the input topics, minimized, admitted and keyed exactly as
+    /// the live watcher publishes.
+    Publish(PublishArgs),
     /// Run a cluster trace through the pipeline in memory and write every topic as JSON lines.
     Replay(ReplayArgs),
     /// Decode a topic's Avro records (Confluent or single-object framing) to JSON lines.
@@ -51,6 +56,7 @@ impl Cli {
             Command::Tail(args) => tail::run(args).await,
             Command::Process(args) => process::run(*args).await,
             Command::Replay(args) => replay::run(args).await,
+            Command::Publish(args) => publish::run(args).await,
             Command::Schemas(args) => schemas::run(args),
         }
     }

@@ -1,0 +1,12 @@
+//! The watcher side (DESIGN §3): Kubernetes objects → minimized, admitted, keyed
+//! observations on the input topics.
+//!
+//! * [`publish`] — observations to their topics: murmur2 partitions for keyed records,
+//!   every partition for markers and heartbeats, an idempotent producer.
+//!
+//! Minimization and admission live in [`crate::observe`], shared with `replay` and `demo`,
+//! so a recorded cluster and a live one produce the same observations.
+
+pub mod publish;
+
+pub use publish::{PublishCounts, PublishError, Publisher};

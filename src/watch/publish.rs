@@ -1,0 +1,204 @@
+//! The publishing end of the watcher: observations to their input topics.
+//!
+//! Keyed records go to the Java-compatible murmur2 partition of their key (DESIGN §2), so a
+//! Java or Python producer of the same key lands on the same partition; keyless records
+//! (snapshot markers, heartbeats) go to every partition, so every task of every processor
+//! sees them. The producer is idempotent with `acks=all`: a retried send is never
+//! duplicated or reordered within a partition. Record timestamps are the observation
+//! times: stream time downstream comes from them (DESIGN §3).
+
+use std::{collections::VecDeque, time::Duration};
+
+use rdkafka::{
+    ClientConfig,
+    consumer::{BaseConsumer, Consumer},
+    error::KafkaError,
+    producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer},
+};
+use thiserror::Error;
+
+use crate::{
+    codec::{Codec, CodecError, RecordWriter},
+    config::TopicsConfig,
+    observe::{InputTopic, Observation},
+    runtime::partitioner::partition_for_key,
+};
+
+/// Most sends awaiting their delivery report before `publish` waits for the oldest.
+const MAX_IN_FLIGHT: usize = 10_000;
+
+/// Why publishing failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum PublishError {
+    /// A Kafka client call failed.
+    #[error("kafka: {context}: {source}")]
+    Kafka {
+        /// What was being done.
+        context: &'static str,
+        /// The client error.
+        #[source]
+        source: KafkaError,
+    },
+    /// An input topic does not exist (the watcher never creates topics implicitly).
+    #[error("topic {topic} does not exist; create it (or run `kubefacts publish --create-topics`)")]
+    MissingTopic {
+        /// The topic.
+        topic: String,
+    },
+    /// A record could not be encoded, or a writer could not be set up.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+}
+
+fn kafka(context: &'static str) -> impl FnOnce(KafkaError) -> PublishError {
+    move |source| PublishError::Kafka { context, source }
+}
+
+/// What has been published so far.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PublishCounts {
+    /// Kafka records written (a marker or heartbeat counts once per partition).
+    pub records: u64,
+    /// Bytes of record values written.
+    pub value_bytes: u64,
+}
+
+struct TopicOut {
+    name: String,
+    partitions: i32,
+    writer: RecordWriter,
+}
+
+/// Publishes observations to the input topics named in a [`TopicsConfig`].
+pub struct Publisher {
+    producer: FutureProducer,
+    topics: Vec<(InputTopic, TopicOut)>,
+    in_flight: VecDeque<DeliveryFuture>,
+    counts: PublishCounts,
+}
+
+impl std::fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publisher").field("counts", &self.counts).finish_non_exhaustive()
+    }
+}
+
+impl Publisher {
+    /// Connects to `bootstrap`, reads the partition counts of every input topic (all must
+    /// exist) and prepares a writer per topic (registering schemas when `codec` has a
+    /// registry).
+    pub async fn connect(
+        bootstrap: &str,
+        codec: &Codec,
+        topics: &TopicsConfig,
+    ) -> Result<Self, PublishError> {
+        let producer: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("linger.ms", "5")
+            .set("compression.type", "lz4")
+            .create()
+            .map_err(kafka("creating the producer"))?;
+        let metadata_client: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .map_err(kafka("metadata client"))?;
+        let metadata =
+            tokio::task::block_in_place(|| metadata_client.fetch_metadata(None, Duration::from_secs(30)))
+                .map_err(kafka("reading topic metadata"))?;
+        let mut out = Vec::new();
+        for topic in InputTopic::ALL {
+            let name = topic.topic_name(topics);
+            let partitions = metadata
+                .topics()
+                .iter()
+                .find(|t| t.name() == name && t.error().is_none())
+                .map(|t| t.partitions().len() as i32)
+                .filter(|n| *n > 0)
+                .ok_or_else(|| PublishError::MissingTopic { topic: name.clone() })?;
+            let writer = codec.value_writer(&name, topic.full_name()).await?;
+            out.push((topic, TopicOut { name, partitions, writer }));
+        }
+        Ok(Self { producer, topics: out, in_flight: VecDeque::new(), counts: PublishCounts::default() })
+    }
+
+    /// Partition count of an input topic.
+    pub fn partitions(&self, topic: InputTopic) -> i32 {
+        self.topics.iter().find(|(t, _)| *t == topic).map_or(0, |(_, o)| o.partitions)
+    }
+
+    /// What has been published so far.
+    pub fn counts(&self) -> &PublishCounts {
+        &self.counts
+    }
+
+    /// Queues one observation: to its key's partition, or to every partition when keyless.
+    /// Returns once librdkafka holds it; [`Publisher::flush`] waits for the broker.
+    pub async fn publish(&mut self, obs: &Observation) -> Result<(), PublishError> {
+        let (_, out) = self.topics.iter().find(|(t, _)| *t == obs.topic).expect("a writer per input topic");
+        let value = obs.record.encode(&out.writer)?;
+        let timestamp = obs.record.observed_at();
+        let partitions: Vec<i32> = match &obs.key {
+            Some(key) => vec![partition_for_key(key.as_bytes(), out.partitions)],
+            None => (0..out.partitions).collect(),
+        };
+        for partition in partitions {
+            let mut record: FutureRecord<'_, [u8], [u8]> =
+                FutureRecord::to(&out.name).partition(partition).timestamp(timestamp).payload(&value);
+            if let Some(key) = &obs.key {
+                record = record.key(key.as_bytes());
+            }
+            let future = loop {
+                match self.producer.send_result(record) {
+                    Ok(f) => break f,
+                    // librdkafka's queue is full: wait for the oldest delivery and retry.
+                    Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), r)) => {
+                        record = r;
+                        Self::settle(&mut self.in_flight, 1).await?;
+                        if self.in_flight.is_empty() {
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                        }
+                    }
+                    Err((e, _)) => return Err(PublishError::Kafka { context: "sending", source: e }),
+                }
+            };
+            self.in_flight.push_back(future);
+            self.counts.records += 1;
+            self.counts.value_bytes += value.len() as u64;
+        }
+        if self.in_flight.len() > MAX_IN_FLIGHT {
+            let excess = self.in_flight.len() - MAX_IN_FLIGHT;
+            Self::settle(&mut self.in_flight, excess).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every queued record is acknowledged by the broker; the first failed
+    /// delivery is the error.
+    pub async fn flush(&mut self) -> Result<(), PublishError> {
+        let n = self.in_flight.len();
+        Self::settle(&mut self.in_flight, n).await?;
+        tokio::task::block_in_place(|| self.producer.flush(Duration::from_secs(60)))
+            .map_err(kafka("flushing"))
+    }
+
+    /// Awaits the `n` oldest delivery reports.
+    async fn settle(in_flight: &mut VecDeque<DeliveryFuture>, n: usize) -> Result<(), PublishError> {
+        for _ in 0..n {
+            let Some(f) = in_flight.pop_front() else { break };
+            match f.await {
+                Ok(Ok(_)) => {}
+                Ok(Err((e, _))) => return Err(PublishError::Kafka { context: "delivering", source: e }),
+                Err(_) => {
+                    return Err(PublishError::Kafka {
+                        context: "delivering: the producer went away",
+                        source: KafkaError::Canceled,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
