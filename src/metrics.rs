@@ -1,7 +1,7 @@
-//! The Prometheus `/metrics` endpoint of `kubefacts process`: the [`RuntimeStats`] counters
-//! of every stage, read from their atomics at scrape time, in the OpenMetrics text format.
-//! `docs/METRICS.md` lists every metric; a test fails when it and [`Metrics::encode`]
-//! disagree.
+//! The Prometheus `/metrics` endpoint of `kubefacts process` and `kubefacts watch`: the
+//! [`RuntimeStats`] counters of every stage and the [`WatchStats`] of the watcher, read at
+//! scrape time, in the OpenMetrics text format. `docs/METRICS.md` lists every metric; a
+//! test fails when it and [`Metrics::encode`] disagree.
 //!
 //! ```no_run
 //! # async fn run(stats: std::sync::Arc<kubefacts::runtime::kafka::RuntimeStats>) -> Result<(), kubefacts::metrics::MetricsError> {
@@ -16,6 +16,7 @@
 //! ```
 
 use std::{
+    collections::BTreeMap,
     convert::Infallible,
     fmt,
     future::Future,
@@ -50,7 +51,7 @@ use tokio::{
     task::JoinSet,
 };
 
-use crate::runtime::kafka::RuntimeStats;
+use crate::{observe::admission::Step, runtime::kafka::RuntimeStats, trace::KubeObject, watch::WatchStats};
 
 /// The `Content-Type` of a scrape: the OpenMetrics text format, which is what
 /// `prometheus-client` writes (`# UNIT`, `# EOF`, counter families without `_total`).
@@ -83,11 +84,13 @@ pub enum MetricsError {
 }
 
 /// The metrics of one process: every registered stage's [`RuntimeStats`], labelled
-/// `stage`. Cheap to scrape concurrently; share it as `Arc<Metrics>`.
+/// `stage`, and the watcher's [`WatchStats`] if one was added. Cheap to scrape
+/// concurrently; share it as `Arc<Metrics>`.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     stages: Arc<StageCollector>,
+    watcher: Arc<WatchCollector>,
 }
 
 impl Default for Metrics {
@@ -97,12 +100,15 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// No stage yet: a scrape describes every family and has no samples.
+    /// No stage yet: a scrape describes every stage family and has no samples. No watcher
+    /// yet: the watcher families are absent altogether.
     pub fn new() -> Self {
         let stages = Arc::new(StageCollector::default());
+        let watcher = Arc::new(WatchCollector::default());
         let mut registry = Registry::with_prefix("kubefacts");
         registry.register_collector(Box::new(Arc::clone(&stages)));
-        Self { registry, stages }
+        registry.register_collector(Box::new(Arc::clone(&watcher)));
+        Self { registry, stages, watcher }
     }
 
     /// Exports `stats` under `stage="<stage>"`. Values are read at each scrape, so the
@@ -115,6 +121,14 @@ impl Metrics {
             Some(existing) => existing.stats = stats,
             None => stages.push(Stage { name: stage.to_owned(), stats }),
         }
+    }
+
+    /// Exports the watcher's `stats` (the `kubefacts_watch_*` and `kubefacts_admission_*`
+    /// families), read at each scrape. A process runs one watcher: a second call replaces
+    /// the first's stats. Every kind and admission step has a series from the first
+    /// scrape, at 0 until something is counted, so alerts need not handle absent series.
+    pub fn add_watcher(&mut self, stats: Arc<WatchStats>) {
+        *self.watcher.stats.write().unwrap_or_else(PoisonError::into_inner) = Some(stats);
     }
 
     /// The OpenMetrics text exposition, ending in `# EOF`.
@@ -216,6 +230,120 @@ fn family<M: EncodeMetric + TypedMetric>(
     let mut family = e.encode_descriptor(name, help, unit, M::TYPE)?;
     for s in stages {
         metric(&s.stats).encode(family.encode_family(&[("stage", s.name.as_str())])?)?;
+    }
+    Ok(())
+}
+
+/// The kinds admission decides about (Namespaces and Leases are not admitted by annotation).
+const ADMISSION_KINDS: [&str; 3] = ["Pod", "Job", "CronJob"];
+
+/// The watcher's families. Writes nothing until [`Metrics::add_watcher`], so a processor's
+/// scrape holds only stage families.
+#[derive(Debug, Default)]
+struct WatchCollector {
+    /// Written only by `add_watcher`; the lock is never held across an await.
+    stats: RwLock<Option<Arc<WatchStats>>>,
+}
+
+impl Collector for WatchCollector {
+    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let Some(stats) = self.stats.read().unwrap_or_else(PoisonError::into_inner).clone() else {
+            return Ok(());
+        };
+        // Copy the maps out first: the watch loop never waits for a scrape's writing.
+        let events = stats.events.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let relists = stats.relists.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let admission = stats.admission.lock().unwrap_or_else(PoisonError::into_inner).clone();
+
+        let help = "Watch events received, by kind.";
+        per_kind(&mut e, "watch_events", help, &KubeObject::KINDS, &events)?;
+        let help = "Relists (snapshots) started, by kind; the first list of each term counts.";
+        per_kind(&mut e, "watch_relists", help, &KubeObject::KINDS, &relists)?;
+        let help = "Objects admitted for publishing in the current leadership term, by kind.";
+        per_kind(&mut e, "admission_admitted", help, &ADMISSION_KINDS, &admission.admitted)?;
+        let help = "Objects excluded from publishing in the current leadership term, by kind and \
+                    the admission step that excluded them.";
+        let mut family = e.encode_descriptor("admission_excluded", help, None, MetricType::Counter)?;
+        for kind in kinds(&ADMISSION_KINDS, admission.excluded.keys().map(|(kind, _)| *kind)) {
+            for step in Step::ALL {
+                let n = admission.excluded.get(&(kind, step)).copied().unwrap_or(0);
+                let labels = [("kind", kind), ("step", step.as_str())];
+                ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        let objects = Unit::Other("objects".to_owned());
+        let help = "Objects held back now, waiting for their namespace or owning Job to be observed.";
+        single(&mut e, "admission_held", help, Some(&objects), ConstGauge::new(admission.held))?;
+        let help = "1 while this process holds the leader Lease and publishes, else 0.";
+        single(&mut e, "watch_leader", help, None, ConstGauge::new(i64::from(stats.is_leader())))?;
+
+        let records = Unit::Other("records".to_owned());
+        let counters: [(&str, &str, Option<&Unit>, &AtomicU64); 4] = [
+            ("watch_terms", "Leadership terms begun.", None, &stats.terms),
+            (
+                "watch_published",
+                "Kafka records published; a heartbeat or snapshot marker counts once per partition.",
+                Some(&records),
+                &stats.published_records,
+            ),
+            (
+                "watch_heartbeats",
+                "Heartbeats published (one per interval, whatever the partitions).",
+                None,
+                &stats.heartbeats,
+            ),
+            (
+                "watch_acked",
+                "Kafka delivery acknowledgements received for published records.",
+                Some(&records),
+                &stats.acked_records,
+            ),
+        ];
+        for (name, help, unit, value) in counters {
+            single(&mut e, name, help, unit, ConstCounter::new(load(value)))?;
+        }
+        let help = "Sum of publish-to-acknowledgement latencies; divided by \
+                    kubefacts_watch_acked_records_total it is the mean publish latency.";
+        let latency = ConstCounter::new(load(&stats.ack_latency_us) as f64 / 1_000_000.0);
+        single(&mut e, "watch_ack_latency", help, Some(&Unit::Seconds), latency)
+    }
+}
+
+/// Describes one metric family with a single, unlabelled series.
+fn single<M: EncodeMetric + TypedMetric>(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    metric: M,
+) -> fmt::Result {
+    metric.encode(e.encode_descriptor(name, help, unit, M::TYPE)?)
+}
+
+/// The `kind` label values of a family: every expected kind (a series at 0 before the
+/// first count), then any other kind counted. Kinds are `&'static str`, so bounded.
+fn kinds(expected: &[&'static str], counted: impl Iterator<Item = &'static str>) -> Vec<&'static str> {
+    let mut kinds = expected.to_vec();
+    for kind in counted {
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    kinds
+}
+
+/// Describes one counter family labelled `kind`, with a series per kind.
+fn per_kind(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    expected: &[&'static str],
+    counts: &BTreeMap<&'static str, u64>,
+) -> fmt::Result {
+    let mut family = e.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for kind in kinds(expected, counts.keys().copied()) {
+        let n = counts.get(kind).copied().unwrap_or(0);
+        ConstCounter::new(n).encode(family.encode_family(&[("kind", kind)])?)?;
     }
     Ok(())
 }
@@ -336,9 +464,9 @@ mod tests {
         Arc::new(RuntimeStats::default())
     }
 
-    /// The value of the sample `name{labels}`, if present.
+    /// The value of the sample `name{labels}` (`name` alone when `labels` is empty), if present.
     fn sample(out: &str, name: &str, labels: &str) -> Option<String> {
-        let prefix = format!("{name}{{{labels}}} ");
+        let prefix = if labels.is_empty() { format!("{name} ") } else { format!("{name}{{{labels}}} ") };
         out.lines().find_map(|l| l.strip_prefix(&prefix)).map(str::to_owned)
     }
 
@@ -399,27 +527,41 @@ mod tests {
         assert!(Metrics::new().encode().lines().all(|l| l.starts_with('#')));
     }
 
-    /// Rows of the metrics table: name → (type, labels).
-    fn documented() -> BTreeMap<String, (String, BTreeSet<String>)> {
+    /// Metric name → (type, label names).
+    type Table = BTreeMap<String, (String, BTreeSet<String>)>;
+
+    /// The rows of every metrics table in docs/METRICS.md, by the `## ` heading above them.
+    fn documented() -> BTreeMap<String, Table> {
         let cell = |c: &str| c.trim().trim_matches('`').to_owned();
-        include_str!("../docs/METRICS.md")
-            .lines()
-            .filter(|l| l.starts_with("| `kubefacts_"))
-            .map(|l| {
-                let cells: Vec<&str> = l.trim_matches('|').split('|').collect();
+        let mut tables: BTreeMap<String, Table> = BTreeMap::new();
+        let mut heading = String::new();
+        for line in include_str!("../docs/METRICS.md").lines() {
+            if let Some(h) = line.strip_prefix("## ") {
+                h.clone_into(&mut heading);
+            } else if line.starts_with("| `kubefacts_") {
+                let cells: Vec<&str> = line.trim_matches('|').split('|').collect();
                 let labels = cells[2].split(',').map(cell).filter(|c| !c.is_empty()).collect();
-                (cell(cells[0]), (cell(cells[1]), labels))
-            })
-            .collect()
+                let row = (cell(cells[1]), labels);
+                let previous = tables.entry(heading.clone()).or_default().insert(cell(cells[0]), row);
+                assert!(previous.is_none(), "{} documented twice", cells[0]);
+            }
+        }
+        tables
+    }
+
+    /// The rows under the heading `## <heading>`.
+    fn table(tables: &BTreeMap<String, Table>, heading: &str) -> Table {
+        tables.get(heading).cloned().unwrap_or_else(|| panic!("no `## {heading}` table in docs/METRICS.md"))
     }
 
     /// Sample name → (type, label names), from the exposition.
-    fn exposed(out: &str) -> BTreeMap<String, (String, BTreeSet<String>)> {
+    fn exposed(out: &str) -> Table {
         let types: BTreeMap<&str, &str> =
             out.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.split_once(' ')).collect();
         let mut exposed = BTreeMap::new();
         for line in out.lines().filter(|l| !l.starts_with('#')) {
-            let Some((name, rest)) = line.split_once('{') else { continue };
+            let Some((series, _value)) = line.rsplit_once(' ') else { continue };
+            let (name, rest) = series.split_once('{').unwrap_or((series, ""));
             let labels = rest.split(',').filter_map(|kv| kv.split_once('=')).map(|(k, _)| k.to_owned());
             let family = name.strip_suffix("_total").filter(|f| types.contains_key(f)).unwrap_or(name);
             let kind = types.get(family).copied().unwrap_or("missing TYPE").to_owned();
@@ -431,11 +573,184 @@ mod tests {
 
     #[test]
     fn docs_metrics_table_matches_the_endpoint() {
+        const PROCESSOR: &str = "Processor (`kubefacts process --metrics-addr`)";
+        const WATCHER: &str = "Watcher (`kubefacts watch --metrics-addr`)";
+        let tables = documented();
+        let unknown: Vec<&String> =
+            tables.keys().filter(|h| ![PROCESSOR, WATCHER].contains(&h.as_str())).collect();
+        assert!(unknown.is_empty(), "`kubefacts_` rows under unexpected headings: {unknown:?}");
+        let (processor, watcher) = (table(&tables, PROCESSOR), table(&tables, WATCHER));
+        assert!(!processor.is_empty() && !watcher.is_empty());
+
+        let mut stage_only = Metrics::new();
+        stage_only.add_stage("runs", stats());
+        let out = stage_only.encode();
+        assert_eq!(processor, exposed(&out), "processor table (left) vs encode() with a stage (right)");
+
+        let mut watcher_only = Metrics::new();
+        watcher_only.add_watcher(watch_stats());
+        let out = watcher_only.encode();
+        assert_eq!(watcher, exposed(&out), "watcher table (left) vs encode() with a watcher (right)");
+
+        let mut both = Metrics::new();
+        both.add_stage("runs", stats());
+        both.add_watcher(watch_stats());
+        let mut all = processor.clone();
+        all.extend(watcher.clone());
+        assert_eq!(all.len(), processor.len() + watcher.len(), "a metric is in both tables");
+        assert_eq!(all, exposed(&both.encode()), "docs/METRICS.md (left) vs encode() with both (right)");
+    }
+
+    fn watch_stats() -> Arc<WatchStats> {
+        Arc::new(WatchStats::default())
+    }
+
+    /// Sets every field of `w` to a value derived from `n`; [`expected_watch_samples`]
+    /// gives the samples it should produce.
+    fn set_watch_stats(w: &WatchStats, n: u64) {
+        for kind in KubeObject::KINDS {
+            w.events.lock().expect("lock").insert(kind, n);
+            w.relists.lock().expect("lock").insert(kind, n + 1);
+        }
+        let mut admission = crate::observe::AdmissionCounts::default();
+        for kind in ADMISSION_KINDS {
+            admission.admitted.insert(kind, n + 2);
+            for (i, step) in (0..).zip(Step::ALL) {
+                admission.excluded.insert((kind, step), n + 3 + i);
+            }
+        }
+        admission.held = usize::try_from(n).expect("small");
+        w.set_admission(&admission);
+        w.leader.store(n % 2 == 1, Ordering::Relaxed);
+        for (i, a) in (0..).zip([&w.terms, &w.published_records, &w.heartbeats, &w.acked_records]) {
+            a.store(n * 10 + i, Ordering::Relaxed);
+        }
+        w.ack_latency_us.store(n * 1_500_000, Ordering::Relaxed);
+    }
+
+    /// What `set_watch_stats(_, n)` should expose: (name, labels) → value.
+    fn expected_watch_samples(n: u64) -> BTreeMap<(String, String), String> {
+        let mut expected = BTreeMap::new();
+        let mut put =
+            |name: &str, labels: String, value: String| expected.insert((name.to_owned(), labels), value);
+        for kind in KubeObject::KINDS {
+            put("kubefacts_watch_events_total", format!("kind=\"{kind}\""), n.to_string());
+            put("kubefacts_watch_relists_total", format!("kind=\"{kind}\""), (n + 1).to_string());
+        }
+        for kind in ADMISSION_KINDS {
+            put("kubefacts_admission_admitted_total", format!("kind=\"{kind}\""), (n + 2).to_string());
+            for (i, step) in (0..).zip(Step::ALL) {
+                let labels = format!("kind=\"{kind}\",step=\"{}\"", step.as_str());
+                put("kubefacts_admission_excluded_total", labels, (n + 3 + i).to_string());
+            }
+        }
+        put("kubefacts_admission_held_objects", String::new(), n.to_string());
+        put("kubefacts_watch_leader", String::new(), (n % 2).to_string());
+        let counters = [
+            "kubefacts_watch_terms_total",
+            "kubefacts_watch_published_records_total",
+            "kubefacts_watch_heartbeats_total",
+            "kubefacts_watch_acked_records_total",
+        ];
+        for (i, name) in (0..).zip(counters) {
+            put(name, String::new(), (n * 10 + i).to_string());
+        }
+        put("kubefacts_watch_ack_latency_seconds_total", String::new(), format!("{:.1}", n as f64 * 1.5));
+        expected
+    }
+
+    /// Every watcher sample of an exposition: (name, labels) → value.
+    fn watch_samples(out: &str) -> BTreeMap<(String, String), String> {
+        out.lines()
+            .filter(|l| l.starts_with("kubefacts_watch_") || l.starts_with("kubefacts_admission_"))
+            .filter_map(|l| l.rsplit_once(' '))
+            .map(|(series, value)| {
+                let (name, labels) = series.split_once('{').unwrap_or((series, "}"));
+                ((name.to_owned(), labels.trim_end_matches('}').to_owned()), value.to_owned())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_watcher_metric_follows_its_stats() {
+        let watcher = watch_stats();
         let mut metrics = Metrics::new();
         metrics.add_stage("runs", stats());
-        let documented = documented();
-        assert!(!documented.is_empty(), "no `kubefacts_` rows found in docs/METRICS.md");
-        assert_eq!(documented, exposed(&metrics.encode()), "docs/METRICS.md (left) vs encode() (right)");
+        metrics.add_watcher(Arc::clone(&watcher));
+        set_watch_stats(&watcher, 3);
+        let before = watch_samples(&metrics.encode());
+        set_watch_stats(&watcher, 6);
+        let after = watch_samples(&metrics.encode());
+        assert_eq!(before, expected_watch_samples(3));
+        assert_eq!(after, expected_watch_samples(6));
+        for (series, value) in &after {
+            assert_ne!(before.get(series), Some(value), "{series:?} did not move");
+        }
+        // 6 acknowledgements in 9 s: the documented ratio is the mean latency.
+        watcher.acked_records.store(6, Ordering::Relaxed);
+        let out = metrics.encode();
+        let mean = sample(&out, "kubefacts_watch_ack_latency_seconds_total", "")
+            .map(|s| s.parse::<f64>())
+            .expect("latency")
+            .expect("a number")
+            / 6.0;
+        assert!((mean - 1.5).abs() < 1e-9, "{mean}");
+    }
+
+    #[test]
+    fn watcher_series_exist_at_zero_before_any_event() {
+        let mut metrics = Metrics::new();
+        metrics.add_watcher(watch_stats());
+        let out = metrics.encode();
+        let zeros: BTreeMap<_, _> = expected_watch_samples(0)
+            .into_iter()
+            .map(|(series, v)| (series, if v == "0.0" { v } else { "0".to_owned() }))
+            .collect();
+        assert_eq!(watch_samples(&out), zeros, "{out}");
+        let kinds = KubeObject::KINDS.len();
+        let steps = Step::ALL.len();
+        assert_eq!(zeros.len(), 2 * kinds + ADMISSION_KINDS.len() * (1 + steps) + 7);
+    }
+
+    #[test]
+    fn a_kind_outside_the_known_ones_still_gets_its_series() {
+        let watcher = watch_stats();
+        watcher.event("Other");
+        let mut metrics = Metrics::new();
+        metrics.add_watcher(Arc::clone(&watcher));
+        let out = metrics.encode();
+        assert_eq!(
+            sample(&out, "kubefacts_watch_events_total", "kind=\"Other\"").as_deref(),
+            Some("1"),
+            "{out}"
+        );
+        assert_eq!(
+            sample(&out, "kubefacts_watch_events_total", "kind=\"Pod\"").as_deref(),
+            Some("0"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn watcher_families_appear_only_with_a_watcher() {
+        let is_watcher = |l: &&str| l.contains("kubefacts_watch_") || l.contains("kubefacts_admission_");
+        let mut metrics = Metrics::new();
+        metrics.add_stage("runs", stats());
+        let out = metrics.encode();
+        assert_eq!(out.lines().filter(is_watcher).count(), 0, "{out}");
+
+        let (first, second) = (watch_stats(), watch_stats());
+        first.terms.store(1, Ordering::Relaxed);
+        second.terms.store(2, Ordering::Relaxed);
+        metrics.add_watcher(first);
+        metrics.add_watcher(second); // replaces, does not duplicate
+        let out = metrics.encode();
+        assert_eq!(sample(&out, "kubefacts_watch_terms_total", "").as_deref(), Some("2"), "{out}");
+        assert_eq!(out.matches("kubefacts_watch_terms_total ").count(), 1, "{out}");
+        let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE ")).collect();
+        assert_eq!(types.len(), 8 + 11, "{out}");
+        assert_eq!(types.iter().collect::<BTreeSet<_>>().len(), types.len(), "{out}");
+        assert!(out.ends_with("# EOF\n"), "{out}");
     }
 
     #[tokio::test]
