@@ -61,6 +61,9 @@ pub struct PipelineConfig {
     /// Which observed objects may leave the cluster (the opt-out).
     #[serde(default)]
     pub admission: crate::observe::AdmissionConfig,
+    /// What `kubefacts watch` watches.
+    #[serde(default)]
+    pub watch: crate::watch::watcher::WatchConfig,
 }
 
 fn default_cluster() -> String {
@@ -74,6 +77,7 @@ impl Default for PipelineConfig {
             topics: TopicsConfig::default(),
             process: ProcessConfig::default(),
             admission: crate::observe::AdmissionConfig::default(),
+            watch: crate::watch::watcher::WatchConfig::default(),
         }
     }
 }
@@ -269,7 +273,26 @@ impl PipelineConfig {
                 return Err(invalid(&format!("topics.{key}"), format!("{full:?} is used twice")));
             }
         }
-        self.process.validate(&invalid)
+        self.process.validate(&invalid)?;
+        let leader = &self.watch.leader;
+        if leader.renew_deadline_secs == 0 || leader.renew_deadline_secs >= leader.lease_duration_secs {
+            return Err(invalid(
+                "watch.leader.renew_deadline_secs",
+                "must be at least 1 and shorter than lease_duration_secs (a leader that cannot renew must stop before another may start)".into(),
+            ));
+        }
+        if self.watch.heartbeat_interval_ms == 0 {
+            return Err(invalid("watch.heartbeat_interval_ms", "must be at least 1".into()));
+        }
+        if let Some(bad) = self
+            .watch
+            .leases
+            .iter()
+            .find(|l| l.split_once('/').is_none_or(|(n, m)| n.is_empty() || m.is_empty()))
+        {
+            return Err(invalid("watch.leases", format!("{bad:?} is not namespace/name")));
+        }
+        Ok(())
     }
 }
 

@@ -13,11 +13,7 @@ use kubefacts::{
     },
     runtime::partitioner::partition_for_key,
 };
-use rdkafka::{
-    ClientConfig, Message, Offset, TopicPartitionList,
-    consumer::{BaseConsumer, Consumer},
-};
-use support::{infra, repo_path, unique_name};
+use support::{infra, read_topic, repo_path, unique_name};
 
 const PARTITIONS: i32 = 3;
 
@@ -32,44 +28,6 @@ const SECRETS: [&str; 7] = [
     "registry.example.com",
     "/var/run/secrets",
 ];
-
-/// One record as read back.
-struct Read {
-    partition: i32,
-    key: Option<Vec<u8>>,
-    value: Vec<u8>,
-}
-
-fn read_all(bootstrap: &str, topic: &str) -> Vec<Read> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", unique_name("publish-verify"))
-        .set("enable.partition.eof", "true")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
-    }
-    consumer.assign(&tpl).unwrap();
-    let (mut out, mut eof) = (Vec::new(), 0);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while eof < PARTITIONS {
-        assert!(std::time::Instant::now() < deadline, "reading {topic} took over 60 s");
-        match consumer.poll(Duration::from_secs(1)) {
-            Some(Ok(m)) => out.push(Read {
-                partition: m.partition(),
-                key: m.key().map(<[u8]>::to_vec),
-                value: m.payload().unwrap_or_default().to_vec(),
-            }),
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => eof += 1,
-            Some(Err(e)) => panic!("reading {topic}: {e}"),
-            None => {}
-        }
-    }
-    out
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn published_records_follow_the_keys_partitions_and_privacy_rules() {
@@ -101,7 +59,7 @@ async fn published_records_follow_the_keys_partitions_and_privacy_rules() {
     let mut keyed = 0;
     for topic in InputTopic::ALL {
         let name = format!("{prefix}{}", &topic.topic_name(&Default::default())["kubefacts.".len()..]);
-        let records = tokio::task::block_in_place(|| read_all(&infra.bootstrap, &name));
+        let records = tokio::task::block_in_place(|| read_topic(&infra.bootstrap, &name));
         assert!(!records.is_empty(), "{name} is empty");
         for r in &records {
             // Privacy: no byte of any key or value carries a secret of the trace.

@@ -7,6 +7,7 @@ mod replay;
 mod schemas;
 mod stages;
 mod tail;
+mod watch;
 
 use clap::{Parser, Subcommand};
 
@@ -16,6 +17,7 @@ pub use publish::PublishArgs;
 pub use replay::ReplayArgs;
 pub use schemas::SchemasArgs;
 pub use tail::TailArgs;
+pub use watch::WatchArgs;
 
 /// Kubernetes observations to versioned, exactly-once Avro facts on Kafka.
 #[derive(Debug, Parser)]
@@ -37,6 +39,9 @@ pub enum Command {
     /// Run the configured stages on Kafka, exactly once (consume, process, produce and commit
     /// in one transaction).
     Process(Box<ProcessArgs>),
+    /// Watch the Kubernetes API (leader-elected) and publish minimized, admitted, keyed
+    /// observations to the input topics.
+    Watch(Box<WatchArgs>),
     /// Publish a cluster trace to the input topics, minimized, admitted and keyed exactly as
     /// the live watcher publishes.
     Publish(PublishArgs),
@@ -57,6 +62,7 @@ impl Cli {
             Command::Process(args) => process::run(*args).await,
             Command::Replay(args) => replay::run(args).await,
             Command::Publish(args) => publish::run(args).await,
+            Command::Watch(args) => watch::run(*args).await,
             Command::Schemas(args) => schemas::run(args),
         }
     }

@@ -117,6 +117,19 @@ pub struct AdmissionCounts {
 }
 
 impl AdmissionCounts {
+    /// These counts plus `other`'s (`held` is `other`'s: it is a gauge).
+    pub fn plus(&self, other: &AdmissionCounts) -> AdmissionCounts {
+        let mut sum = self.clone();
+        for (k, n) in &other.admitted {
+            *sum.admitted.entry(k).or_default() += n;
+        }
+        for (k, n) in &other.excluded {
+            *sum.excluded.entry(*k).or_default() += n;
+        }
+        sum.held = other.held;
+        sum
+    }
+
     /// Exclusions at `step`, all kinds.
     pub fn excluded_at(&self, step: Step) -> u64 {
         self.excluded.iter().filter(|((_, s), _)| *s == step).map(|(_, n)| n).sum()

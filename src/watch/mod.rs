@@ -7,6 +7,10 @@
 //! Minimization and admission live in [`crate::observe`], shared with `replay` and `demo`,
 //! so a recorded cluster and a live one produce the same observations.
 
+pub mod leader;
 pub mod publish;
+pub mod stats;
+pub mod watcher;
 
 pub use publish::{PublishCounts, PublishError, Publisher};
+pub use stats::WatchStats;

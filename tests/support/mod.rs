@@ -4,6 +4,7 @@
 //! A test that needs infrastructure fails (never skips) when it is missing.
 #![allow(dead_code)]
 
+pub mod fake_kube;
 pub mod sample;
 
 use std::{
@@ -166,4 +167,56 @@ impl Infra {
 /// Path of a file in the repository.
 pub fn repo_path(rel: &str) -> String {
     format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// One record as read back by [`read_topic`].
+#[derive(Debug, Clone)]
+pub struct ReadRecord {
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset.
+    pub offset: i64,
+    /// Key bytes.
+    pub key: Option<Vec<u8>>,
+    /// Value bytes (empty when null).
+    pub value: Vec<u8>,
+}
+
+/// Every record of `topic` (all partitions, from the beginning to the current end), read
+/// uncommitted, in partition then offset order.
+pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<ReadRecord> {
+    use rdkafka::consumer::BaseConsumer;
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique_name("read-topic"))
+        .set("enable.partition.eof", "true")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("a consumer");
+    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("topic metadata");
+    let partitions = md.topics()[0].partitions().len() as i32;
+    assert!(partitions > 0, "topic {topic} does not exist");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning).expect("partition");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let (mut out, mut eof) = (Vec::new(), 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while eof < partitions {
+        assert!(std::time::Instant::now() < deadline, "reading {topic} took over 60 s");
+        match consumer.poll(Duration::from_secs(1)) {
+            Some(Ok(m)) => out.push(ReadRecord {
+                partition: m.partition(),
+                offset: m.offset(),
+                key: m.key().map(<[u8]>::to_vec),
+                value: m.payload().unwrap_or_default().to_vec(),
+            }),
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => eof += 1,
+            Some(Err(e)) => panic!("reading {topic}: {e}"),
+            None => {}
+        }
+    }
+    out.sort_by_key(|r| (r.partition, r.offset));
+    out
 }

@@ -1,0 +1,121 @@
+//! `kubefacts watch`: the only component that reads the Kubernetes API for input. Elects a
+//! leader on a Lease; the leader relists and watches Namespaces, CronJobs, Jobs, Pods and
+//! the configured Leases, and publishes minimized, admitted, keyed observations.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use anyhow::Context;
+use clap::Args;
+use rdkafka::{ClientConfig, admin::AdminClient, client::DefaultClientContext};
+
+use crate::{
+    codec::{Codec, RegistryClient},
+    config::PipelineConfig,
+    metrics::{Metrics, MetricsServer},
+    observe::InputTopic,
+    runtime::topics::{TopicSpec, ensure_topics},
+    watch::{Publisher, WatchStats, watcher},
+};
+
+/// Arguments of `kubefacts watch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Pipeline configuration (default: the embedded pipelines/default.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Kubeconfig file (default: in-cluster configuration, else $KUBECONFIG or ~/.kube/config).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kafka bootstrap servers.
+    #[arg(long, env = "KUBEFACTS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
+    pub bootstrap: String,
+    /// Confluent-compatible schema registry; without it records use single-object encoding.
+    #[arg(long, env = "KUBEFACTS_REGISTRY")]
+    pub registry: Option<String>,
+    /// This replica's identity in leader election and in `source.instance`. Default: the
+    /// host name (the Pod name in a Deployment).
+    #[arg(long, env = "KUBEFACTS_INSTANCE_ID")]
+    pub instance_id: Option<String>,
+    /// Create missing input topics with `--partitions` partitions.
+    #[arg(long)]
+    pub create_topics: bool,
+    /// Partitions of topics `--create-topics` creates.
+    #[arg(long, default_value_t = 3)]
+    pub partitions: i32,
+    /// Prometheus `/metrics` endpoint address (`host:port`).
+    #[arg(long)]
+    pub metrics_addr: Option<String>,
+}
+
+pub(super) async fn run(args: WatchArgs) -> anyhow::Result<()> {
+    let config = match &args.config {
+        Some(p) => PipelineConfig::load(p)?,
+        None => PipelineConfig::embedded_default()?,
+    };
+    let identity = args.instance_id.clone().unwrap_or_else(|| {
+        std::env::var("HOSTNAME").unwrap_or_else(|_| format!("pid-{}", std::process::id()))
+    });
+    let kube_config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => {
+            kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig)")?
+        }
+    };
+    let client = kube::Client::try_from(kube_config)?;
+
+    if args.create_topics {
+        let admin: AdminClient<DefaultClientContext> =
+            ClientConfig::new().set("bootstrap.servers", &args.bootstrap).create()?;
+        let specs: Vec<TopicSpec> = InputTopic::ALL
+            .iter()
+            .map(|t| TopicSpec::new(t.topic_name(&config.topics), args.partitions))
+            .collect();
+        ensure_topics(&admin, &specs, true).await?;
+    }
+    let registry =
+        args.registry.as_deref().map(|u| RegistryClient::new(u, Duration::from_secs(10))).transpose()?;
+    let codec = Codec::new(registry)?;
+    let mut publisher = Publisher::connect(&args.bootstrap, &codec, &config.topics).await?;
+    let stats = Arc::new(WatchStats::default());
+
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    if let Some(addr) = &args.metrics_addr {
+        let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
+        let mut metrics = Metrics::new();
+        metrics.add_watcher(Arc::clone(&stats));
+        let server = MetricsServer::bind(addr).await?;
+        tracing::info!(addr = %server.local_addr(), "serving /metrics");
+        let mut stopped = stop.clone();
+        tokio::spawn(server.serve(Arc::new(metrics), async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }));
+    }
+    tokio::spawn(async move {
+        let mut sigterm = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                return;
+            }
+        };
+        tokio::select! {
+            _ = sigterm.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        tracing::info!("stopping: releasing the lease");
+        stop_tx.send_replace(true);
+    });
+    watcher::run(client, &config, &config.watch, &identity, &mut publisher, Arc::clone(&stats), stop).await?;
+    publisher.flush().await?;
+    eprintln!(
+        "watch: {} records published, {} heartbeats, {} leadership terms",
+        publisher.counts().records,
+        stats.heartbeats.load(std::sync::atomic::Ordering::Relaxed),
+        stats.terms.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    Ok(())
+}
