@@ -263,7 +263,8 @@ async fn published_observations_are_keyed_partitioned_minimized_and_heartbeated(
         "spec": {"holderIdentity": "cp-1_abc", "leaseDurationSeconds": 15, "renewTime": "2026-11-29T10:00:00.000000Z"}}));
     w.kube.apply(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "node-1", "namespace": "kube-system"}, "spec": {"holderIdentity": "node-1"}}));
-    let _a = w.start("a");
+    let addr = free_addr();
+    let _a = w.start_with("a", &["--metrics-addr", &addr]);
 
     let pods = w.wait_for(InputTopic::Pods, "both pods", |r| uids(r).len() >= 2).await;
     // Heartbeats on every partition of every input topic (sessions too).
@@ -318,6 +319,16 @@ async fn published_observations_are_keyed_partitioned_minimized_and_heartbeated(
         assert!(!text.contains("SECRET"), "{topic:?} carries a secret: {text}");
     }
     assert!(pods.iter().any(|(_, o)| matches!(o, ObservationRecord::Pod(p) if p.pod.is_some())));
+    // The watcher's metrics move: leader, events and relists per kind, acknowledged records.
+    assert_eq!(metric(&addr, "kubefacts_watch_leader ").await, 1.0);
+    assert!(metric(&addr, "kubefacts_watch_events_total{kind=\"Pod\"}").await >= 2.0);
+    assert!(metric(&addr, "kubefacts_watch_relists_total{kind=\"Job\"}").await >= 1.0);
+    assert!(metric(&addr, "kubefacts_admission_admitted_total{kind=\"Job\"}").await >= 1.0);
+    assert!(metric(&addr, "kubefacts_watch_heartbeats_total ").await >= 1.0);
+    let acked = metric(&addr, "kubefacts_watch_acked_records_total ").await;
+    assert!(acked >= 10.0, "{acked} acknowledged");
+    let latency = metric(&addr, "kubefacts_watch_ack_latency_seconds_total ").await / acked;
+    assert!(latency > 0.0 && latency < 5.0, "mean acknowledgement latency {latency} s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,10 @@
 //! duplicated or reordered within a partition. Record timestamps are the observation
 //! times: stream time downstream comes from them (DESIGN §3).
 
-use std::{collections::VecDeque, time::Duration};
+use std::{
+    collections::VecDeque,
+    time::{Duration, Instant},
+};
 
 use rdkafka::{
     ClientConfig,
@@ -62,6 +65,10 @@ pub struct PublishCounts {
     pub records: u64,
     /// Bytes of record values written.
     pub value_bytes: u64,
+    /// Records the broker acknowledged.
+    pub acked: u64,
+    /// Sum of send-to-acknowledgement latencies, in microseconds.
+    pub ack_latency_us: u64,
 }
 
 struct TopicOut {
@@ -74,7 +81,7 @@ struct TopicOut {
 pub struct Publisher {
     producer: FutureProducer,
     topics: Vec<(InputTopic, TopicOut)>,
-    in_flight: VecDeque<DeliveryFuture>,
+    in_flight: VecDeque<(Instant, DeliveryFuture)>,
     counts: PublishCounts,
 }
 
@@ -156,7 +163,7 @@ impl Publisher {
                     // librdkafka's queue is full: wait for the oldest delivery and retry.
                     Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), r)) => {
                         record = r;
-                        Self::settle(&mut self.in_flight, 1).await?;
+                        Self::settle(&mut self.in_flight, &mut self.counts, 1).await?;
                         if self.in_flight.is_empty() {
                             tokio::time::sleep(Duration::from_millis(1)).await;
                         }
@@ -164,13 +171,39 @@ impl Publisher {
                     Err((e, _)) => return Err(PublishError::Kafka { context: "sending", source: e }),
                 }
             };
-            self.in_flight.push_back(future);
+            self.in_flight.push_back((Instant::now(), future));
             self.counts.records += 1;
             self.counts.value_bytes += value.len() as u64;
         }
         if self.in_flight.len() > MAX_IN_FLIGHT {
             let excess = self.in_flight.len() - MAX_IN_FLIGHT;
-            Self::settle(&mut self.in_flight, excess).await?;
+            Self::settle(&mut self.in_flight, &mut self.counts, excess).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes the delivery reports that have arrived, oldest first, without waiting (so the
+    /// acknowledgement counters move while records flow); a failed delivery is the error.
+    pub fn reap(&mut self) -> Result<(), PublishError> {
+        use futures::FutureExt;
+        let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+        while let Some((sent, f)) = self.in_flight.front_mut() {
+            let std::task::Poll::Ready(report) = f.poll_unpin(&mut cx) else { break };
+            let latency = sent.elapsed();
+            self.in_flight.pop_front();
+            match report {
+                Ok(Ok(_)) => {
+                    self.counts.acked += 1;
+                    self.counts.ack_latency_us += latency.as_micros() as u64;
+                }
+                Ok(Err((e, _))) => return Err(PublishError::Kafka { context: "delivering", source: e }),
+                Err(_) => {
+                    return Err(PublishError::Kafka {
+                        context: "delivering: the producer went away",
+                        source: KafkaError::Canceled,
+                    });
+                }
+            }
         }
         Ok(())
     }
@@ -179,17 +212,24 @@ impl Publisher {
     /// delivery is the error.
     pub async fn flush(&mut self) -> Result<(), PublishError> {
         let n = self.in_flight.len();
-        Self::settle(&mut self.in_flight, n).await?;
+        Self::settle(&mut self.in_flight, &mut self.counts, n).await?;
         tokio::task::block_in_place(|| self.producer.flush(Duration::from_secs(60)))
             .map_err(kafka("flushing"))
     }
 
     /// Awaits the `n` oldest delivery reports.
-    async fn settle(in_flight: &mut VecDeque<DeliveryFuture>, n: usize) -> Result<(), PublishError> {
+    async fn settle(
+        in_flight: &mut VecDeque<(Instant, DeliveryFuture)>,
+        counts: &mut PublishCounts,
+        n: usize,
+    ) -> Result<(), PublishError> {
         for _ in 0..n {
-            let Some(f) = in_flight.pop_front() else { break };
+            let Some((sent, f)) = in_flight.pop_front() else { break };
             match f.await {
-                Ok(Ok(_)) => {}
+                Ok(Ok(_)) => {
+                    counts.acked += 1;
+                    counts.ack_latency_us += sent.elapsed().as_micros() as u64;
+                }
                 Ok(Err((e, _))) => return Err(PublishError::Kafka { context: "delivering", source: e }),
                 Err(_) => {
                     return Err(PublishError::Kafka {

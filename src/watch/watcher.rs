@@ -124,6 +124,9 @@ type KindEvent = Result<watcher::Event<KubeObject>, watcher::Error>;
 type Tagged = (usize, KindEvent);
 type KindStream = BoxStream<'static, KindEvent>;
 
+/// How often delivery reports are collected while the watch is quiet, in milliseconds.
+const REAP_INTERVAL_MS: u64 = 20;
+
 /// The kinds in start order; each starts once the one before has listed.
 const ORDER: [&str; 5] = ["Namespace", "CronJob", "Job", "Pod", "Lease"];
 
@@ -237,8 +240,16 @@ async fn lead(
     spawn_next(&mut groups, &mut started);
     let mut heartbeat = tokio::time::interval(Duration::from_millis(cfg.heartbeat_interval_ms.max(1)));
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Delivery reports are collected at least this often, so the acknowledgement latency
+    // exported is exact to within this resolution.
+    let mut reap = tokio::time::interval(Duration::from_millis(REAP_INTERVAL_MS));
+    reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let outcome = loop {
         let entry = tokio::select! {
+            _ = reap.tick() => {
+                publisher.reap()?;
+                continue;
+            }
             msg = rx.recv() => match msg {
                 Some((at, msg)) => {
                     if let Msg::End { kind, .. } = &msg
@@ -275,7 +286,11 @@ async fn lead(
             }
         }
         stats.set_admission(&counted.plus(observer.admission()));
-        stats.published_records.store(publisher.counts().records, Ordering::Relaxed);
+        publisher.reap()?;
+        let counts = publisher.counts();
+        stats.published_records.store(counts.records, Ordering::Relaxed);
+        stats.acked_records.store(counts.acked, Ordering::Relaxed);
+        stats.ack_latency_us.store(counts.ack_latency_us, Ordering::Relaxed);
     };
     groups.shutdown().await;
     *counted = counted.plus(observer.admission());
