@@ -40,6 +40,11 @@ struct World {
 
 impl World {
     async fn new(admission: &str) -> World {
+        Self::with_watch(admission, "").await
+    }
+
+    /// A world whose `[watch]` section gets `watch` (TOML lines) too.
+    async fn with_watch(admission: &str, watch: &str) -> World {
         let infra = infra();
         let kube = FakeKube::start().await;
         let dir = tempfile::tempdir().unwrap();
@@ -57,7 +62,7 @@ impl World {
         std::fs::write(
             dir.path().join("pipeline.toml"),
             format!(
-                "[topics]\nprefix = \"{prefix}\"\n\n[admission]\n{admission}\n\n[watch]\nheartbeat_interval_ms = 300\n\
+                "[topics]\nprefix = \"{prefix}\"\n\n[admission]\n{admission}\n\n[watch]\n{watch}\nheartbeat_interval_ms = 300\n\
                  leases = [\"kube-system/kube-controller-manager\"]\n\n[watch.leader]\nlease_namespace = \"kubefacts\"\n\
                  lease_duration_secs = 3\nrenew_deadline_secs = 2\nretry_period_secs = 1\n"
             ),
@@ -506,4 +511,66 @@ async fn only_the_leader_publishes_and_killing_it_hands_over() {
     let lease = w.kube.get("Lease", Some("kubefacts"), "kubefacts-watcher").unwrap();
     assert_eq!(lease["spec"]["holderIdentity"], "b");
     drop(b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_namespaces_limit_the_watch_and_relist_together() {
+    let w = World::with_watch("", "namespaces = [\"etl\", \"web\"]").await;
+    for ns in ["etl", "web", "other"] {
+        w.kube.apply(namespace(ns, none()));
+    }
+    w.kube.apply(job(50, "etl", None, none(), none()));
+    w.kube.apply(job(51, "web", None, none(), none()));
+    w.kube.apply(job(52, "other", None, none(), none()));
+    let _a = w.start("a");
+    let jobs = w
+        .wait_for(InputTopic::Jobs, "one relist of both namespaces", |r| {
+            markers(r, ObservationEvent::SnapshotEnd).len() == PARTITIONS as usize
+        })
+        .await;
+    // One Begin and one End per partition for the two streams together, both Jobs between.
+    assert_eq!(markers(&jobs, ObservationEvent::SnapshotBegin).len(), PARTITIONS as usize);
+    let mut seen = uids(&jobs);
+    seen.sort();
+    assert_eq!(seen, [uid(50), uid(51)], "only the configured namespaces\n{}", w.logs());
+    for n in [50, 51] {
+        let p = partition_for_key(uid(n).as_bytes(), PARTITIONS);
+        let on_p: Vec<_> = jobs.iter().filter(|(r, _)| r.partition == p).map(|(_, o)| o.event()).collect();
+        let job_at = on_p.iter().position(|e| *e == ObservationEvent::Applied).unwrap();
+        let end_at = on_p.iter().position(|e| *e == ObservationEvent::SnapshotEnd).unwrap();
+        assert!(job_at < end_at, "job-{n} listed before the group's end marker: {on_p:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_cannot_renew_stops_publishing_within_its_renew_deadline() {
+    let w = World::new("").await;
+    w.kube.apply(namespace("etl", none()));
+    let _a = w.start("a");
+    let heartbeat_times = |r: &[(ReadRecord, ObservationRecord)]| -> Vec<i64> {
+        r.iter()
+            .filter(|(rec, o)| rec.partition == 0 && o.event() == ObservationEvent::Heartbeat)
+            .map(|(_, o)| o.observed_at())
+            .collect()
+    };
+    w.wait_for(InputTopic::Jobs, "heartbeats", |r| heartbeat_times(r).len() >= 3).await;
+    // The API goes away: the leader cannot renew. Its term (renew deadline 2 s) must end
+    // before the Lease could expire for anyone else (3 s).
+    let down_at = jiff::Timestamp::now().as_millisecond();
+    w.kube.set_down(true);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let up_at = jiff::Timestamp::now().as_millisecond();
+    w.kube.set_down(false);
+    let after = w
+        .wait_for(InputTopic::Jobs, "heartbeats again", |r| heartbeat_times(r).iter().any(|t| *t > up_at))
+        .await;
+    let during: Vec<i64> =
+        heartbeat_times(&after).into_iter().filter(|t| *t > down_at && *t < up_at).collect();
+    let last = during.iter().max().map_or(0, |t| t - down_at);
+    assert!(last <= 2_500, "published {last} ms after the API went away (renew deadline 2 s)\n{}", w.logs());
+    assert!(
+        during.iter().all(|t| t - down_at <= 2_500),
+        "heartbeats while unable to renew: {:?}",
+        during.iter().map(|t| t - down_at).collect::<Vec<_>>()
+    );
 }
