@@ -61,6 +61,9 @@ pub struct PipelineConfig {
     /// Which observed objects may leave the cluster (the opt-out).
     #[serde(default)]
     pub admission: crate::observe::AdmissionConfig,
+    /// Which labels and annotations minimization copies (allowlists).
+    #[serde(default)]
+    pub minimize: crate::observe::MinimizeConfig,
     /// What `kubefacts watch` watches.
     #[serde(default)]
     pub watch: crate::watch::watcher::WatchConfig,
@@ -77,6 +80,7 @@ impl Default for PipelineConfig {
             topics: TopicsConfig::default(),
             process: ProcessConfig::default(),
             admission: crate::observe::AdmissionConfig::default(),
+            minimize: crate::observe::MinimizeConfig::default(),
             watch: crate::watch::watcher::WatchConfig::default(),
         }
     }

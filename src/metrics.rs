@@ -259,9 +259,9 @@ impl Collector for WatchCollector {
         per_kind(&mut e, "watch_events", help, &KubeObject::KINDS, &events)?;
         let help = "Relists (snapshots) started, by kind; the first list of each term counts.";
         per_kind(&mut e, "watch_relists", help, &KubeObject::KINDS, &relists)?;
-        let help = "Objects admitted for publishing in the current leadership term, by kind.";
+        let help = "Objects admitted for publishing since the process started, by kind.";
         per_kind(&mut e, "admission_admitted", help, &ADMISSION_KINDS, &admission.admitted)?;
-        let help = "Objects excluded from publishing in the current leadership term, by kind and \
+        let help = "Objects excluded from publishing since the process started, by kind and \
                     the admission step that excluded them.";
         let mut family = e.encode_descriptor("admission_excluded", help, None, MetricType::Counter)?;
         for kind in kinds(&ADMISSION_KINDS, admission.excluded.keys().map(|(kind, _)| *kind)) {

@@ -114,10 +114,16 @@ fn every_verb_documents_itself() {
         &["process", "--help"],
         &["replay", "--help"],
     ];
-    for verb in verbs {
-        let out = Command::new(env!("CARGO_BIN_EXE_kubefacts")).args(verb).output().unwrap();
+    for verb in verbs.into_iter().chain([&["watch", "--help"][..], &["publish", "--help"]]) {
+        // A registry URL's credentials from the environment never show in --help.
+        let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+            .args(verb)
+            .env("KUBEFACTS_REGISTRY", "https://user:s3cr3t-pw@registry.example:8081")
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success() && text.contains("Usage: kubefacts"), "{verb:?}: {text}");
+        assert!(!text.contains("s3cr3t-pw"), "{verb:?} --help shows the registry password: {text}");
     }
     let out = Command::new(env!("CARGO_BIN_EXE_kubefacts")).args(["tail", "--help"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

@@ -21,7 +21,7 @@ use crate::{
         json::{Timestamps, to_json},
     },
     config::PipelineConfig,
-    observe::{AdmissionCounts, InputTopic, MinimizeConfig, ObservationRecord, Observer, model::Source},
+    observe::{AdmissionCounts, InputTopic, ObservationRecord, Observer, model::Source},
     trace,
 };
 
@@ -84,7 +84,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
 
     let source = Source { cluster: config.cluster.clone(), instance: "kubefacts-demo".into(), epoch: 1 };
     let mut observer =
-        Observer::new(source, MinimizeConfig::default()).with_admission(config.admission.clone());
+        Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
     let mut tallies: BTreeMap<InputTopic, TopicTally> = BTreeMap::new();
     let (mut entries, mut rejected, mut round_trips) = (0u64, BTreeMap::<String, u64>::new(), 0u64);
     for entry in trace::read(trace_text.as_bytes()) {

@@ -69,7 +69,7 @@ pub struct ProcessArgs {
     #[arg(long, env = "KUBEFACTS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
     pub bootstrap: String,
     /// Confluent-compatible schema registry; without it outputs use single-object encoding.
-    #[arg(long, env = "KUBEFACTS_REGISTRY")]
+    #[arg(long, env = "KUBEFACTS_REGISTRY", hide_env_values = true)]
     pub registry: Option<String>,
     /// Create missing topics (outputs, changelogs, dead letters; inputs too) instead of
     /// failing with the commands that would create them.

@@ -10,7 +10,7 @@ use rdkafka::{ClientConfig, admin::AdminClient, client::DefaultClientContext};
 use crate::{
     codec::{Codec, RegistryClient},
     config::PipelineConfig,
-    observe::{InputTopic, MinimizeConfig, Observer, model::Source},
+    observe::{InputTopic, Observer, model::Source},
     runtime::topics::{TopicSpec, ensure_topics},
     trace,
     watch::Publisher,
@@ -29,7 +29,7 @@ pub struct PublishArgs {
     #[arg(long, env = "KUBEFACTS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
     pub bootstrap: String,
     /// Confluent-compatible schema registry; without it records use single-object encoding.
-    #[arg(long, env = "KUBEFACTS_REGISTRY")]
+    #[arg(long, env = "KUBEFACTS_REGISTRY", hide_env_values = true)]
     pub registry: Option<String>,
     /// Written into every record's `source.instance`. Default: the host name.
     #[arg(long, env = "KUBEFACTS_INSTANCE_ID")]
@@ -73,7 +73,7 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| std::env::var("HOSTNAME").unwrap_or_else(|_| "kubefacts-publish".into()));
     let source = Source { cluster: config.cluster.clone(), instance, epoch: 1 };
     let mut observer =
-        Observer::new(source, MinimizeConfig::default()).with_admission(config.admission.clone());
+        Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
     let (mut entries, mut rejected) = (0u64, 0u64);
     for entry in trace::read(text.as_bytes()) {
         let entry = match entry {

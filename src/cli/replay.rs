@@ -20,7 +20,7 @@ use crate::{
         json::{Timestamps, to_json},
     },
     config::PipelineConfig,
-    observe::{InputTopic, MinimizeConfig, Observer, model::Source},
+    observe::{InputTopic, Observer, model::Source},
     runtime::driver::MemTopic,
     trace,
 };
@@ -62,7 +62,7 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
 
     let source = Source { cluster: config.cluster.clone(), instance: "kubefacts-replay".into(), epoch: 1 };
     let mut observer =
-        Observer::new(source, MinimizeConfig::default()).with_admission(config.admission.clone());
+        Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
     let (mut entries, mut rejected) = (0u64, 0u64);
     for entry in trace::read(text.as_bytes()) {
         let entry = match entry {

@@ -44,7 +44,7 @@ pub struct TailArgs {
     #[arg(long, env = "KUBEFACTS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
     pub bootstrap: String,
     /// Confluent-compatible schema registry URL; without it only single-object records decode.
-    #[arg(long, env = "KUBEFACTS_REGISTRY")]
+    #[arg(long, env = "KUBEFACTS_REGISTRY", hide_env_values = true)]
     pub registry: Option<String>,
     /// How timestamps are printed.
     #[arg(long, value_enum, default_value_t = TimestampFormat::Rfc3339)]

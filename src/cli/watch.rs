@@ -30,7 +30,7 @@ pub struct WatchArgs {
     #[arg(long, env = "KUBEFACTS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
     pub bootstrap: String,
     /// Confluent-compatible schema registry; without it records use single-object encoding.
-    #[arg(long, env = "KUBEFACTS_REGISTRY")]
+    #[arg(long, env = "KUBEFACTS_REGISTRY", hide_env_values = true)]
     pub registry: Option<String>,
     /// This replica's identity in leader election and in `source.instance`. Default: the
     /// host name (the Pod name in a Deployment).

@@ -15,7 +15,10 @@
 //! publishing first would leak a Job whose opt-out arrives a moment later. Held entries are
 //! released, in their order, as soon as what they wait for arrives; those still waiting
 //! `hold_ms` of observation time later, or at the end of a relist, are excluded and counted
-//! (`unresolved`). Leases are not admitted by annotation: they are chosen by name in the
+//! (`unresolved`). A Job's scheduling CronJob must be known too (it may opt the Job out).
+//! Deleted Jobs and CronJobs are remembered for `remember_deleted_ms`, so a Pod changing
+//! after its Job was deleted still follows the Job, and deleting an opted-out CronJob does
+//! not re-admit its remaining Jobs. Leases are not admitted by annotation: they are chosen by name in the
 //! watcher's configuration (the control-plane Leases coverage needs live in `kube-system`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -44,6 +47,10 @@ pub struct AdmissionConfig {
     pub hold_ms: i64,
     /// Most entries held back at once; beyond it the oldest is excluded as unresolved.
     pub max_held: usize,
+    /// How long the verdict of a deleted Job or CronJob is remembered, in milliseconds of
+    /// observation time: Pods go on changing after their Job is deleted (background
+    /// deletion removes the Job first) and must still follow its verdict.
+    pub remember_deleted_ms: i64,
 }
 
 impl Default for AdmissionConfig {
@@ -54,6 +61,7 @@ impl Default for AdmissionConfig {
             opt_out_annotation: DEFAULT_OPT_OUT_ANNOTATION.to_owned(),
             hold_ms: 30_000,
             max_held: 10_000,
+            remember_deleted_ms: 600_000,
         }
     }
 }
@@ -140,7 +148,15 @@ impl AdmissionCounts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Missing {
     Namespace(String),
+    CronJob(String),
     Job(String),
+}
+
+/// A deleted object whose verdict is remembered for a while.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Forget {
+    Job(String),
+    CronJob(String),
 }
 
 /// The admission state machine: feed it every entry in observation order; it returns the
@@ -154,6 +170,8 @@ pub struct Admission {
     cronjobs: HashMap<String, bool>,
     /// Job UID → verdict (a Pod follows its Job).
     jobs: HashMap<String, Verdict>,
+    /// Deleted Jobs and CronJobs, oldest first, forgotten `remember_deleted_ms` later.
+    deleted: VecDeque<(i64, Forget)>,
     held: VecDeque<(TraceEntry, Missing)>,
     counts: AdmissionCounts,
 }
@@ -166,6 +184,7 @@ impl Admission {
             namespaces: HashMap::new(),
             cronjobs: HashMap::new(),
             jobs: HashMap::new(),
+            deleted: VecDeque::new(),
             held: VecDeque::new(),
             counts: AdmissionCounts::default(),
         }
@@ -182,6 +201,7 @@ impl Admission {
     pub fn offer(&mut self, entry: TraceEntry) -> Vec<TraceEntry> {
         let now = entry.observed_at_ms;
         self.expire(now, false);
+        self.forget(now);
         let mut out = Vec::new();
         match &entry.event {
             TraceEvent::Applied(KubeObject::Namespace(ns))
@@ -231,29 +251,30 @@ impl Admission {
                 return false;
             }
         };
+        let at = entry.observed_at_ms;
         let mut recorded = false;
         match object {
             KubeObject::Job(job) => {
                 let uid = job.metadata.uid.clone().unwrap_or_default();
+                self.jobs.insert(uid.clone(), decided);
+                recorded = true;
                 if deleted {
-                    self.jobs.remove(&uid);
-                } else {
-                    self.jobs.insert(uid, decided);
-                    recorded = true;
+                    self.deleted.push_back((at, Forget::Job(uid)));
                 }
             }
             KubeObject::CronJob(cj) => {
                 let uid = cj.metadata.uid.clone().unwrap_or_default();
+                self.cronjobs.insert(uid.clone(), decided != Verdict::Admitted);
+                recorded = true;
                 if deleted {
-                    self.cronjobs.remove(&uid);
-                } else {
-                    self.cronjobs.insert(uid, decided != Verdict::Admitted);
-                    recorded = true;
+                    self.deleted.push_back((at, Forget::CronJob(uid)));
                 }
             }
             _ => {}
         }
         match decided {
+            // Leases are chosen by name, not admitted: they are not counted.
+            Verdict::Admitted if kind == "Lease" => out.push(entry),
             Verdict::Admitted => {
                 *self.counts.admitted.entry(kind).or_default() += 1;
                 out.push(entry);
@@ -292,13 +313,13 @@ impl Admission {
                 }
             }
             KubeObject::Job(job) => {
-                // 3. The scheduling CronJob. An unknown one (already deleted, or in a
-                // namespace we do not see) cannot opt the Job out; its own template
-                // annotations, copied onto the Job, still can.
-                if let Some(uid) = controller_uid(meta, "CronJob")
-                    && self.cronjobs.get(uid) == Some(&true)
-                {
-                    return Ok(Verdict::Excluded(Step::CronJobAnnotation));
+                // 3. The scheduling CronJob, which must be known: it may opt the Job out.
+                if let Some(uid) = controller_uid(meta, "CronJob") {
+                    match self.cronjobs.get(uid) {
+                        None => return Err(Missing::CronJob(uid.to_owned())),
+                        Some(true) => return Ok(Verdict::Excluded(Step::CronJobAnnotation)),
+                        Some(false) => {}
+                    }
                 }
                 // 4. The Job's own annotations or its pod template's.
                 let template = job.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
@@ -364,6 +385,24 @@ impl Admission {
             }
             let (entry, _) = self.held.pop_front().expect("front exists");
             self.exclude_unresolved(&entry);
+        }
+    }
+
+    /// Forgets deleted Jobs and CronJobs remembered longer than `remember_deleted_ms`.
+    fn forget(&mut self, now: i64) {
+        while let Some((at, _)) = self.deleted.front() {
+            if now - at < self.cfg.remember_deleted_ms {
+                break;
+            }
+            match self.deleted.pop_front() {
+                Some((_, Forget::Job(uid))) => {
+                    self.jobs.remove(&uid);
+                }
+                Some((_, Forget::CronJob(uid))) => {
+                    self.cronjobs.remove(&uid);
+                }
+                None => {}
+            }
         }
     }
 
@@ -596,6 +635,60 @@ mod tests {
         assert!(gate.offer(entry(T0 + 2_002, job(JOB, "etl", None, false, false))).len() == 1);
     }
 
+    fn deleted(at: i64, object: Value) -> TraceEntry {
+        let mut entries =
+            crate::trace::parse_value(0, json!({"type": "DELETED", "observed_at": at, "object": object}));
+        entries.remove(0).unwrap()
+    }
+
+    #[test]
+    fn deleting_an_opted_out_cronjob_does_not_readmit_its_jobs_or_pods() {
+        let mut gate = Admission::new(AdmissionConfig::default());
+        let mut out = Vec::new();
+        out.extend(gate.offer(entry(T0, namespace("etl", false))));
+        out.extend(gate.offer(entry(T0 + 1, cronjob(CJ, "etl", true))));
+        out.extend(gate.offer(entry(T0 + 2, job(JOB, "etl", Some(CJ), false, false))));
+        out.extend(gate.offer(entry(T0 + 3, pod(POD, "etl", Some(JOB), false))));
+        out.extend(gate.offer(deleted(T0 + 4, cronjob(CJ, "etl", true))));
+        out.extend(gate.offer(entry(T0 + 5, job(JOB, "etl", Some(CJ), false, false))));
+        out.extend(gate.offer(deleted(T0 + 6, job(JOB, "etl", Some(CJ), false, false))));
+        out.extend(gate.offer(entry(T0 + 7, pod(POD, "etl", Some(JOB), false))));
+        out.extend(gate.offer(deleted(T0 + 8, pod(POD, "etl", Some(JOB), false))));
+        assert!(
+            out.is_empty(),
+            "published: {:?}",
+            out.iter().map(|e| e.observed_at_ms - T0).collect::<Vec<_>>()
+        );
+        assert_eq!(gate.counts().excluded_at(Step::CronJobAnnotation), 8);
+    }
+
+    #[test]
+    fn a_job_whose_cronjob_is_unseen_is_held_until_it_is() {
+        let mut gate = Admission::new(AdmissionConfig::default());
+        gate.offer(entry(T0, namespace("etl", false)));
+        assert!(gate.offer(entry(T0 + 1, job(JOB, "etl", Some(CJ), false, false))).is_empty());
+        assert_eq!(gate.counts().held, 1);
+        // The CronJob opts out: the held Job is excluded, never published.
+        assert!(gate.offer(entry(T0 + 2, cronjob(CJ, "etl", true))).is_empty());
+        assert_eq!(gate.counts().excluded.get(&("Job", Step::CronJobAnnotation)), Some(&1));
+        assert_eq!(gate.counts().held, 0);
+    }
+
+    #[test]
+    fn pods_follow_their_job_after_it_is_deleted_for_a_while() {
+        let cfg = AdmissionConfig { remember_deleted_ms: 60_000, hold_ms: 1_000, ..Default::default() };
+        let mut gate = Admission::new(cfg);
+        gate.offer(entry(T0, namespace("etl", false)));
+        assert_eq!(gate.offer(entry(T0 + 1, job(JOB, "etl", None, false, false))).len(), 1);
+        assert_eq!(gate.offer(deleted(T0 + 2, job(JOB, "etl", None, false, false))).len(), 1);
+        // Background deletion: the Pod goes on changing after its Job is gone.
+        assert_eq!(gate.offer(deleted(T0 + 30_000, pod(POD, "etl", Some(JOB), false))).len(), 1);
+        // Long after, the Job is forgotten: a Pod naming it waits, then is unresolved.
+        assert!(gate.offer(entry(T0 + 70_000, pod(POD, "etl", Some(JOB), false))).is_empty());
+        gate.offer(TraceEntry { observed_at_ms: T0 + 72_000, event: TraceEvent::Heartbeat });
+        assert_eq!(gate.counts().excluded_at(Step::Unresolved), 1);
+    }
+
     #[test]
     fn leases_pass_and_namespaces_are_never_published() {
         let mut gate = Admission::new(AdmissionConfig {
@@ -607,5 +700,6 @@ mod tests {
                            "metadata": {"name": "kube-controller-manager", "namespace": "kube-system",
                                         "uid": "44444444-4444-4444-8444-444444444444"}, "spec": {}});
         assert_eq!(gate.offer(entry(T0 + 1, lease)).len(), 1);
+        assert!(gate.counts().admitted.is_empty(), "Leases are not admitted by annotation, so not counted");
     }
 }

@@ -44,7 +44,7 @@ use super::{
 };
 use crate::{
     config::PipelineConfig,
-    observe::{AdmissionCounts, MinimizeConfig, Observer, model::Source},
+    observe::{AdmissionCounts, Observer, model::Source},
     trace::{KubeObject, TraceEntry, TraceEvent},
 };
 
@@ -56,7 +56,8 @@ pub struct WatchConfig {
     /// Namespaces themselves are always watched cluster-wide: admission needs their
     /// annotations.
     pub namespaces: Vec<String>,
-    /// Leases watched, as `namespace/name` (node Leases would dwarf everything else).
+    /// Leases watched, as `namespace/name` (node Leases would dwarf everything else); the
+    /// watcher's own leader Lease is always watched too.
     pub leases: Vec<String>,
     /// Interval between heartbeats on every partition of every input topic, in
     /// milliseconds.
@@ -73,6 +74,18 @@ impl Default for WatchConfig {
             heartbeat_interval_ms: 10_000,
             leader: LeaderConfig::default(),
         }
+    }
+}
+
+impl WatchConfig {
+    /// The Leases watched: the configured ones and the watcher's own leader Lease.
+    pub fn watched_leases(&self) -> Vec<String> {
+        let own = format!("{}/{}", self.leader.namespace(), self.leader.lease_name);
+        let mut all = self.leases.clone();
+        if !all.contains(&own) {
+            all.push(own);
+        }
+        all
     }
 }
 
@@ -214,7 +227,7 @@ async fn lead(
 ) -> Result<bool, WatchError> {
     let source = Source { cluster: pipeline.cluster.clone(), instance: identity.to_owned(), epoch: 0 };
     let mut observer =
-        Observer::new(source, MinimizeConfig::default()).with_admission(pipeline.admission.clone());
+        Observer::new(source, pipeline.minimize.clone()).with_admission(pipeline.admission.clone());
     let (tx, mut rx) = mpsc::channel::<(i64, Msg)>(1_024);
     let mut groups = JoinSet::new();
     let mut started = 0;
@@ -352,8 +365,9 @@ fn streams(client: &Client, kind: &'static str, cfg: &WatchConfig) -> Vec<BoxStr
             let api = ns.map_or_else(|| Api::all(client.clone()), |n| Api::namespaced(client.clone(), n));
             typed::<Pod>(api, wc(), |o| KubeObject::Pod(Box::new(o)))
         }),
+        // The configured Leases and the watcher's own (DESIGN §3).
         _ => cfg
-            .leases
+            .watched_leases()
             .iter()
             .filter_map(|l| l.split_once('/'))
             .map(|(ns, name)| {
