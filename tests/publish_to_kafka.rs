@@ -7,13 +7,10 @@ use std::{collections::BTreeMap, process::Command, time::Duration};
 
 use kubefacts::{
     codec::Codec,
-    observe::{
-        InputTopic, MinimizeConfig, ObservationEvent, ObservationRecord, Observer, model::Source,
-        pod_routing_key,
-    },
+    observe::{InputTopic, MinimizeConfig, ObservationEvent, ObservationRecord, Observer, model::Source},
     runtime::partitioner::partition_for_key,
 };
-use support::{infra, read_topic, repo_path, unique_name};
+use support::{expected_key, infra, read_topic, repo_path, unique_name};
 
 const PARTITIONS: i32 = 3;
 
@@ -87,18 +84,7 @@ async fn published_records_follow_the_keys_partitions_and_privacy_rules() {
             // Keys (DESIGN §2) and Java's murmur2 partition of the key.
             let key = String::from_utf8(key.clone()).unwrap();
             assert_eq!(r.partition, partition_for_key(key.as_bytes(), PARTITIONS), "{name} {key}");
-            let expected = match &record {
-                ObservationRecord::Job(o) => o.job.as_ref().unwrap().meta.uid.clone(),
-                ObservationRecord::CronJob(o) => o.cronjob.as_ref().unwrap().meta.uid.clone(),
-                ObservationRecord::Pod(o) => {
-                    pod_routing_key(o.pod.as_ref().unwrap(), "kubefacts.io/session").to_owned()
-                }
-                ObservationRecord::Lease(o) => {
-                    let l = o.lease.as_ref().unwrap();
-                    format!("{}/{}", l.meta.namespace, l.meta.name)
-                }
-                ObservationRecord::Session(o) => o.session.as_ref().unwrap().session_id.clone(),
-            };
+            let expected = expected_key(&record);
             assert_eq!(key, expected, "{name}: key of {record:?}");
         }
     }

@@ -12,11 +12,11 @@ use std::{
 
 use kubefacts::{
     codec::Codec,
-    observe::{InputTopic, ObservationEvent, ObservationRecord, pod_routing_key},
+    observe::{InputTopic, ObservationEvent, ObservationRecord},
     runtime::partitioner::partition_for_key,
 };
 use serde_json::{Value, json};
-use support::{Infra, ReadRecord, fake_kube::FakeKube, infra, read_topic, unique_name};
+use support::{Infra, ReadRecord, expected_key, fake_kube::FakeKube, infra, read_topic, unique_name};
 
 const PARTITIONS: i32 = 3;
 
@@ -298,18 +298,8 @@ async fn published_observations_are_keyed_partitioned_minimized_and_heartbeated(
         let Some(key) = &r.key else { continue };
         let key = String::from_utf8(key.clone()).unwrap();
         assert_eq!(r.partition, partition_for_key(key.as_bytes(), PARTITIONS));
-        let expected = match o {
-            ObservationRecord::Job(j) => j.job.as_ref().unwrap().meta.uid.clone(),
-            ObservationRecord::CronJob(c) => c.cronjob.as_ref().unwrap().meta.uid.clone(),
-            ObservationRecord::Pod(p) => {
-                pod_routing_key(p.pod.as_ref().unwrap(), "kubefacts.io/session").to_owned()
-            }
-            ObservationRecord::Lease(l) => {
-                let l = l.lease.as_ref().unwrap();
-                format!("{}/{}", l.meta.namespace, l.meta.name)
-            }
-            other => panic!("unexpected {other:?}"),
-        };
+        assert!(!matches!(o, ObservationRecord::Session(_)), "the watcher never writes sessions");
+        let expected = expected_key(o);
         assert_eq!(key, expected);
         keyed.insert((*topic, key), ());
     }

@@ -15,6 +15,7 @@ use std::{
 use anyhow::{Context, bail};
 use clap::Args;
 
+use super::observed::Observed;
 use crate::{
     codec::{
         Codec, RecordWriter,
@@ -22,7 +23,6 @@ use crate::{
     },
     config::PipelineConfig,
     observe::{AdmissionCounts, InputTopic, ObservationRecord, Observer, model::Source},
-    trace,
 };
 
 /// The trace `demo` runs on when none is given.
@@ -86,61 +86,41 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let mut observer =
         Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
     let mut tallies: BTreeMap<InputTopic, TopicTally> = BTreeMap::new();
-    let (mut entries, mut rejected, mut round_trips) = (0u64, BTreeMap::<String, u64>::new(), 0u64);
-    for entry in trace::read(trace_text.as_bytes()) {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                eprintln!("demo: {e}");
-                *rejected.entry(format!("trace: {}", e.reason())).or_default() += 1;
-                continue;
-            }
-        };
-        entries += 1;
-        // Admission may hold an entry back and release it later, with others.
-        for obs in observer.admit(entry).into_iter().flat_map(|released| match released {
-            Ok(o) => o,
-            Err(e) => {
-                eprintln!("demo: {e}");
-                *rejected.entry(format!("observe: {}", e.reason())).or_default() += 1;
-                Vec::new()
-            }
-        }) {
-            let bytes = obs.record.encode(&writers[&obs.topic])?;
-            // What any consumer does: decode by framing, then read the typed record.
-            let decoded = codec.decode(&bytes).await?;
-            let back = ObservationRecord::from_value(obs.topic, &decoded.value)?;
-            if back != obs.record {
-                bail!(
-                    "round trip changed a {} record:\n  wrote {:?}\n  read  {:?}",
-                    obs.topic.as_str(),
-                    obs.record,
-                    back
-                );
-            }
-            round_trips += 1;
-            let tally = tallies.entry(obs.topic).or_default();
-            tally.records += 1;
-            tally.bytes += bytes.len() as u64;
-            match &obs.key {
-                Some(k) => {
-                    tally.keys.insert(k.clone());
-                }
-                None => tally.markers += 1,
-            }
-            let line = serde_json::json!({
-                "key": obs.key,
-                "value": to_json(&decoded.value, Timestamps::Rfc3339),
-            });
-            let out = jsonl.get_mut(&obs.topic).expect("every topic has a file");
-            serde_json::to_writer(&mut *out, &line)?;
-            out.write_all(b"\n")?;
-            containers
-                .get_mut(&obs.topic)
-                .expect("every topic has a file")
-                .append_value_ref(&decoded.value)?;
+    let mut round_trips = 0u64;
+    let mut observed = Observed::new("demo", &trace_text, &mut observer);
+    for obs in (&mut observed).flatten() {
+        let bytes = obs.record.encode(&writers[&obs.topic])?;
+        // What any consumer does: decode by framing, then read the typed record.
+        let decoded = codec.decode(&bytes).await?;
+        let back = ObservationRecord::from_value(obs.topic, &decoded.value)?;
+        if back != obs.record {
+            bail!(
+                "round trip changed a {} record:\n  wrote {:?}\n  read  {:?}",
+                obs.topic.as_str(),
+                obs.record,
+                back
+            );
         }
+        round_trips += 1;
+        let tally = tallies.entry(obs.topic).or_default();
+        tally.records += 1;
+        tally.bytes += bytes.len() as u64;
+        match &obs.key {
+            Some(k) => {
+                tally.keys.insert(k.clone());
+            }
+            None => tally.markers += 1,
+        }
+        let line = serde_json::json!({
+            "key": obs.key,
+            "value": to_json(&decoded.value, Timestamps::Rfc3339),
+        });
+        let out = jsonl.get_mut(&obs.topic).expect("every topic has a file");
+        serde_json::to_writer(&mut *out, &line)?;
+        out.write_all(b"\n")?;
+        containers.get_mut(&obs.topic).expect("every topic has a file").append_value_ref(&decoded.value)?;
     }
+    let (entries, rejected) = (observed.entries, observed.rejected);
     observer.finish();
     for (_, mut w) in jsonl {
         w.flush()?;

@@ -1,6 +1,7 @@
 //! The `kubefacts` command line: one module per verb, each a thin shell over the library.
 
 mod demo;
+mod observed;
 mod process;
 mod publish;
 mod replay;
@@ -18,6 +19,31 @@ pub use replay::ReplayArgs;
 pub use schemas::SchemasArgs;
 pub use tail::TailArgs;
 pub use watch::WatchArgs;
+
+/// Where records live: the Kafka brokers and, optionally, the schema registry. Shared by
+/// every verb that talks to Kafka.
+#[derive(Debug, clap::Args)]
+pub struct KafkaArgs {
+    /// Kafka bootstrap servers.
+    #[arg(long, env = "KUBEFACTS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
+    pub bootstrap: String,
+    /// Confluent-compatible schema registry URL (credentials in it are never shown);
+    /// without it, records use (and only decode from) single-object encoding.
+    #[arg(long, env = "KUBEFACTS_REGISTRY", hide_env_values = true)]
+    pub registry: Option<String>,
+}
+
+impl KafkaArgs {
+    /// The codec: Confluent framing through the registry when one is given.
+    pub fn codec(&self) -> anyhow::Result<crate::codec::Codec> {
+        let registry = self
+            .registry
+            .as_deref()
+            .map(|u| crate::codec::RegistryClient::new(u, std::time::Duration::from_secs(10)))
+            .transpose()?;
+        Ok(crate::codec::Codec::new(registry)?)
+    }
+}
 
 /// Kubernetes observations to versioned, exactly-once Avro facts on Kafka.
 #[derive(Debug, Parser)]

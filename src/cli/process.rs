@@ -26,7 +26,6 @@ use tokio::task::JoinSet;
 
 use super::stages::ProcessorName;
 use crate::{
-    codec::{Codec, RegistryClient},
     config::{PipelineConfig, ProcessConfig, StageConfig},
     metrics::{Metrics, MetricsServer},
     runtime::{
@@ -65,12 +64,9 @@ pub struct ProcessArgs {
     /// previous incarnation). Default: the host name.
     #[arg(long, env = "KUBEFACTS_INSTANCE_ID")]
     pub instance_id: Option<String>,
-    /// Kafka bootstrap servers.
-    #[arg(long, env = "KUBEFACTS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
-    pub bootstrap: String,
-    /// Confluent-compatible schema registry; without it outputs use single-object encoding.
-    #[arg(long, env = "KUBEFACTS_REGISTRY", hide_env_values = true)]
-    pub registry: Option<String>,
+    /// Kafka and the schema registry.
+    #[command(flatten)]
+    pub kafka: super::KafkaArgs,
     /// Create missing topics (outputs, changelogs, dead letters; inputs too) instead of
     /// failing with the commands that would create them.
     #[arg(long)]
@@ -140,7 +136,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         let processor = ProcessorName::parse(&stage.processor)?;
         processor.check(stage)?;
         let mut runtime =
-            RuntimeConfig::new(&args.bootstrap, &settings.application_id, &instance_id, stage.name());
+            RuntimeConfig::new(&args.kafka.bootstrap, &settings.application_id, &instance_id, stage.name());
         runtime.inputs = stage.inputs.clone();
         runtime.globals = stage.globals.clone();
         runtime.outputs = stage.outputs.clone();
@@ -172,9 +168,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         }));
     }
 
-    let registry =
-        args.registry.as_deref().map(|u| RegistryClient::new(u, Duration::from_secs(10))).transpose()?;
-    let codec = Arc::new(Codec::new(registry)?);
+    let codec = Arc::new(args.kafka.codec()?);
     let handle = tokio::runtime::Handle::current();
     let mut workers = JoinSet::new();
     for s in &resolved {

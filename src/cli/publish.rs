@@ -7,12 +7,11 @@ use anyhow::Context;
 use clap::Args;
 use rdkafka::{ClientConfig, admin::AdminClient, client::DefaultClientContext};
 
+use super::observed::Observed;
 use crate::{
-    codec::{Codec, RegistryClient},
     config::PipelineConfig,
     observe::{InputTopic, Observer, model::Source},
     runtime::topics::{TopicSpec, ensure_topics},
-    trace,
     watch::Publisher,
 };
 
@@ -25,12 +24,9 @@ pub struct PublishArgs {
     /// Pipeline configuration (default: the embedded pipelines/default.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Kafka bootstrap servers.
-    #[arg(long, env = "KUBEFACTS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
-    pub bootstrap: String,
-    /// Confluent-compatible schema registry; without it records use single-object encoding.
-    #[arg(long, env = "KUBEFACTS_REGISTRY", hide_env_values = true)]
-    pub registry: Option<String>,
+    /// Kafka and the schema registry.
+    #[command(flatten)]
+    pub kafka: super::KafkaArgs,
     /// Written into every record's `source.instance`. Default: the host name.
     #[arg(long, env = "KUBEFACTS_INSTANCE_ID")]
     pub instance_id: Option<String>,
@@ -52,20 +48,15 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         std::fs::read_to_string(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
     if args.create_topics {
         let admin: AdminClient<DefaultClientContext> =
-            ClientConfig::new().set("bootstrap.servers", &args.bootstrap).create()?;
+            ClientConfig::new().set("bootstrap.servers", &args.kafka.bootstrap).create()?;
         let specs: Vec<TopicSpec> = InputTopic::ALL
             .iter()
             .map(|t| TopicSpec::new(t.topic_name(&config.topics), args.partitions))
             .collect();
         ensure_topics(&admin, &specs, true).await?;
     }
-    let registry = args
-        .registry
-        .as_deref()
-        .map(|u| RegistryClient::new(u, std::time::Duration::from_secs(10)))
-        .transpose()?;
-    let codec = Codec::new(registry)?;
-    let mut publisher = Publisher::connect(&args.bootstrap, &codec, &config.topics).await?;
+    let codec = args.kafka.codec()?;
+    let mut publisher = Publisher::connect(&args.kafka.bootstrap, &codec, &config.topics).await?;
 
     let instance = args
         .instance_id
@@ -74,31 +65,13 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     let source = Source { cluster: config.cluster.clone(), instance, epoch: 1 };
     let mut observer =
         Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
-    let (mut entries, mut rejected) = (0u64, 0u64);
-    for entry in trace::read(text.as_bytes()) {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                eprintln!("publish: {e}");
-                rejected += 1;
-                continue;
-            }
-        };
-        entries += 1;
-        for released in observer.admit(entry) {
-            match released {
-                Ok(observations) => {
-                    for obs in &observations {
-                        publisher.publish(obs).await?;
-                    }
-                }
-                Err(e) => {
-                    eprintln!("publish: {e}");
-                    rejected += 1;
-                }
-            }
+    let mut observed = Observed::new("publish", &text, &mut observer);
+    for batch in &mut observed {
+        for obs in &batch {
+            publisher.publish(obs).await?;
         }
     }
+    let (entries, rejected) = (observed.entries, observed.rejected_total());
     observer.finish();
     publisher.flush().await?;
     let secs = started.elapsed().as_secs_f64();

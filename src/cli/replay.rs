@@ -22,10 +22,9 @@ use crate::{
     config::PipelineConfig,
     observe::{InputTopic, Observer, model::Source},
     runtime::driver::MemTopic,
-    trace,
 };
 
-use super::stages::run_all_in_memory;
+use super::{observed::Observed, stages::run_all_in_memory};
 
 /// Arguments of `kubefacts replay`.
 #[derive(Debug, Args)]
@@ -63,40 +62,16 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let source = Source { cluster: config.cluster.clone(), instance: "kubefacts-replay".into(), epoch: 1 };
     let mut observer =
         Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
-    let (mut entries, mut rejected) = (0u64, 0u64);
-    for entry in trace::read(text.as_bytes()) {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                eprintln!("replay: {e}");
-                rejected += 1;
-                continue;
-            }
-        };
-        entries += 1;
-        // Admission may hold an entry back and release it later, with others.
-        for released in observer.admit(entry) {
-            let observations = match released {
-                Ok(o) => o,
-                Err(e) => {
-                    eprintln!("replay: {e}");
-                    rejected += 1;
-                    continue;
-                }
-            };
-            for obs in observations {
-                let (_, writer, log) =
-                    topics.iter_mut().find(|(t, _, _)| *t == obs.topic).expect("every input topic");
-                let bytes = obs.record.encode(writer)?;
-                log.produce(
-                    obs.key.as_deref().map(str::as_bytes),
-                    Some(bytes),
-                    obs.record.observed_at(),
-                    false,
-                );
-            }
+    let mut observed = Observed::new("replay", &text, &mut observer);
+    for batch in &mut observed {
+        for obs in batch {
+            let (_, writer, log) =
+                topics.iter_mut().find(|(t, _, _)| *t == obs.topic).expect("every input topic");
+            let bytes = obs.record.encode(writer)?;
+            log.produce(obs.key.as_deref().map(str::as_bytes), Some(bytes), obs.record.observed_at(), false);
         }
     }
+    let (entries, rejected) = (observed.entries, observed.rejected_total());
     observer.finish();
     let excluded: u64 = observer.admission().excluded.values().sum();
 

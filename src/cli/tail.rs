@@ -17,10 +17,7 @@ use rdkafka::{
 };
 use serde_json::json;
 
-use crate::codec::{
-    Codec, RegistryClient,
-    json::{Timestamps, to_json},
-};
+use crate::codec::json::{Timestamps, to_json};
 
 /// Arguments of `kubefacts tail`.
 #[derive(Debug, Args)]
@@ -40,12 +37,9 @@ pub struct TailArgs {
     /// Stop after this many records.
     #[arg(long)]
     pub max_records: Option<u64>,
-    /// Kafka bootstrap servers.
-    #[arg(long, env = "KUBEFACTS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
-    pub bootstrap: String,
-    /// Confluent-compatible schema registry URL; without it only single-object records decode.
-    #[arg(long, env = "KUBEFACTS_REGISTRY", hide_env_values = true)]
-    pub registry: Option<String>,
+    /// Kafka and the schema registry.
+    #[command(flatten)]
+    pub kafka: super::KafkaArgs,
     /// How timestamps are printed.
     #[arg(long, value_enum, default_value_t = TimestampFormat::Rfc3339)]
     pub timestamps: TimestampFormat,
@@ -61,11 +55,9 @@ pub enum TimestampFormat {
 }
 
 pub(super) async fn run(args: TailArgs) -> anyhow::Result<()> {
-    let registry =
-        args.registry.as_deref().map(|url| RegistryClient::new(url, Duration::from_secs(10))).transpose()?;
-    let codec = Codec::new(registry)?;
+    let codec = args.kafka.codec()?;
     let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &args.bootstrap)
+        .set("bootstrap.servers", &args.kafka.bootstrap)
         .set("group.id", format!("kubefacts-tail-{}", std::process::id()))
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
@@ -75,10 +67,10 @@ pub(super) async fn run(args: TailArgs) -> anyhow::Result<()> {
 
     let metadata = consumer
         .fetch_metadata(Some(&args.topic), Duration::from_secs(10))
-        .with_context(|| format!("reading metadata of {} from {}", args.topic, args.bootstrap))?;
+        .with_context(|| format!("reading metadata of {} from {}", args.topic, args.kafka.bootstrap))?;
     let topic = metadata.topics().first().context("broker returned no topic metadata")?;
     if topic.error().is_some() || topic.partitions().is_empty() {
-        bail!("topic {} does not exist on {}", args.topic, args.bootstrap);
+        bail!("topic {} does not exist on {}", args.topic, args.kafka.bootstrap);
     }
     let mut assignment = TopicPartitionList::new();
     let start = if args.from_beginning { Offset::Beginning } else { Offset::End };

@@ -2,14 +2,13 @@
 //! leader on a Lease; the leader relists and watches Namespaces, CronJobs, Jobs, Pods and
 //! the configured Leases, and publishes minimized, admitted, keyed observations.
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context;
 use clap::Args;
 use rdkafka::{ClientConfig, admin::AdminClient, client::DefaultClientContext};
 
 use crate::{
-    codec::{Codec, RegistryClient},
     config::PipelineConfig,
     metrics::{Metrics, MetricsServer},
     observe::InputTopic,
@@ -26,12 +25,9 @@ pub struct WatchArgs {
     /// Kubeconfig file (default: in-cluster configuration, else $KUBECONFIG or ~/.kube/config).
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
-    /// Kafka bootstrap servers.
-    #[arg(long, env = "KUBEFACTS_BOOTSTRAP", default_value = "127.0.0.1:9092")]
-    pub bootstrap: String,
-    /// Confluent-compatible schema registry; without it records use single-object encoding.
-    #[arg(long, env = "KUBEFACTS_REGISTRY", hide_env_values = true)]
-    pub registry: Option<String>,
+    /// Kafka and the schema registry.
+    #[command(flatten)]
+    pub kafka: super::KafkaArgs,
     /// This replica's identity in leader election and in `source.instance`. Default: the
     /// host name (the Pod name in a Deployment).
     #[arg(long, env = "KUBEFACTS_INSTANCE_ID")]
@@ -69,17 +65,15 @@ pub(super) async fn run(args: WatchArgs) -> anyhow::Result<()> {
 
     if args.create_topics {
         let admin: AdminClient<DefaultClientContext> =
-            ClientConfig::new().set("bootstrap.servers", &args.bootstrap).create()?;
+            ClientConfig::new().set("bootstrap.servers", &args.kafka.bootstrap).create()?;
         let specs: Vec<TopicSpec> = InputTopic::ALL
             .iter()
             .map(|t| TopicSpec::new(t.topic_name(&config.topics), args.partitions))
             .collect();
         ensure_topics(&admin, &specs, true).await?;
     }
-    let registry =
-        args.registry.as_deref().map(|u| RegistryClient::new(u, Duration::from_secs(10))).transpose()?;
-    let codec = Codec::new(registry)?;
-    let mut publisher = Publisher::connect(&args.bootstrap, &codec, &config.topics).await?;
+    let codec = args.kafka.codec()?;
+    let mut publisher = Publisher::connect(&args.kafka.bootstrap, &codec, &config.topics).await?;
     let stats = Arc::new(WatchStats::default());
 
     let (stop_tx, stop) = tokio::sync::watch::channel(false);

@@ -191,19 +191,7 @@ impl Publisher {
             let std::task::Poll::Ready(report) = f.poll_unpin(&mut cx) else { break };
             let latency = sent.elapsed();
             self.in_flight.pop_front();
-            match report {
-                Ok(Ok(_)) => {
-                    self.counts.acked += 1;
-                    self.counts.ack_latency_us += latency.as_micros() as u64;
-                }
-                Ok(Err((e, _))) => return Err(PublishError::Kafka { context: "delivering", source: e }),
-                Err(_) => {
-                    return Err(PublishError::Kafka {
-                        context: "delivering: the producer went away",
-                        source: KafkaError::Canceled,
-                    });
-                }
-            }
+            record(&mut self.counts, latency, report)?;
         }
         Ok(())
     }
@@ -225,20 +213,29 @@ impl Publisher {
     ) -> Result<(), PublishError> {
         for _ in 0..n {
             let Some((sent, f)) = in_flight.pop_front() else { break };
-            match f.await {
-                Ok(Ok(_)) => {
-                    counts.acked += 1;
-                    counts.ack_latency_us += sent.elapsed().as_micros() as u64;
-                }
-                Ok(Err((e, _))) => return Err(PublishError::Kafka { context: "delivering", source: e }),
-                Err(_) => {
-                    return Err(PublishError::Kafka {
-                        context: "delivering: the producer went away",
-                        source: KafkaError::Canceled,
-                    });
-                }
-            }
+            let report = f.await;
+            record(counts, sent.elapsed(), report)?;
         }
         Ok(())
+    }
+}
+
+/// Counts one delivery report; a failed delivery is the error.
+fn record(
+    counts: &mut PublishCounts,
+    latency: Duration,
+    report: <DeliveryFuture as std::future::Future>::Output,
+) -> Result<(), PublishError> {
+    match report {
+        Ok(Ok(_)) => {
+            counts.acked += 1;
+            counts.ack_latency_us += latency.as_micros() as u64;
+            Ok(())
+        }
+        Ok(Err((e, _))) => Err(PublishError::Kafka { context: "delivering", source: e }),
+        Err(_) => Err(PublishError::Kafka {
+            context: "delivering: the producer went away",
+            source: KafkaError::Canceled,
+        }),
     }
 }

@@ -220,3 +220,20 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<ReadRecord> {
     out.sort_by_key(|r| (r.partition, r.offset));
     out
 }
+
+/// The Kafka key DESIGN §2 gives an observation carrying an object: Job and CronJob UIDs,
+/// a Pod's routing key (default session label), `namespace/name` of a Lease, the session
+/// id. Derived from the record itself, so a test can check what the publisher chose.
+pub fn expected_key(record: &kubefacts::observe::ObservationRecord) -> String {
+    use kubefacts::observe::{ObservationRecord as R, pod_routing_key};
+    match record {
+        R::Job(o) => o.job.as_ref().expect("a Job").meta.uid.clone(),
+        R::CronJob(o) => o.cronjob.as_ref().expect("a CronJob").meta.uid.clone(),
+        R::Pod(o) => pod_routing_key(o.pod.as_ref().expect("a Pod"), "kubefacts.io/session").to_owned(),
+        R::Lease(o) => {
+            let l = o.lease.as_ref().expect("a Lease");
+            format!("{}/{}", l.meta.namespace, l.meta.name)
+        }
+        R::Session(o) => o.session.as_ref().expect("a session").session_id.clone(),
+    }
+}
