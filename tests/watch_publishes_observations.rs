@@ -260,8 +260,10 @@ async fn published_observations_are_keyed_partitioned_minimized_and_heartbeated(
     let w = World::new("").await;
     w.kube.apply(namespace("etl", none()));
     w.kube.apply(cronjob(1, "etl", none()));
-    w.kube.apply(job(2, "etl", Some(1), none(), none()));
-    w.kube.apply(pod(3, "etl", Some(2), none()));
+    // Annotations not on the allowlist carry secrets too.
+    let secret = || json!({"note": "SECRET-ANNOTATION-VALUE", "kubefacts.io/exclude": "false"});
+    w.kube.apply(job(2, "etl", Some(1), secret(), secret()));
+    w.kube.apply(pod(3, "etl", Some(2), secret()));
     w.kube.apply(pod(4, "etl", None, json!({})));
     w.kube.apply(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "kube-controller-manager", "namespace": "kube-system"},
