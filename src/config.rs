@@ -75,16 +75,21 @@ fn default_cluster() -> String {
 
 impl Default for PipelineConfig {
     fn default() -> Self {
-        Self {
+        let mut cfg = Self {
             cluster: default_cluster(),
             topics: TopicsConfig::default(),
             process: ProcessConfig::default(),
             admission: crate::observe::AdmissionConfig::default(),
             minimize: crate::observe::MinimizeConfig::default(),
             watch: crate::watch::watcher::WatchConfig::default(),
-        }
+        };
+        cfg.resolve_topic_refs("built-in default").expect("the built-in stages name known topics");
+        cfg
     }
 }
+
+/// Prefix of a stage topic that names a `[topics]` key instead of a topic.
+pub const TOPIC_REF: &str = "topics.";
 
 /// Topic names: each is `prefix` + its name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,7 +183,13 @@ impl Default for ProcessConfig {
             create_topics: false,
             partitions: 3,
             metrics_addr: None,
-            stages: Vec::new(),
+            stages: vec![StageConfig {
+                name: None,
+                processor: "runs".into(),
+                inputs: vec!["topics.jobs".into(), "topics.pods".into()],
+                globals: Vec::new(),
+                outputs: vec!["topics.job_run_facts".into()],
+            }],
         }
     }
 }
@@ -193,7 +204,8 @@ pub struct StageConfig {
     pub name: Option<String>,
     /// Which processor runs (`kubefacts process --help` lists them).
     pub processor: String,
-    /// Co-partitioned input topics (full names), in the processor's input order.
+    /// Co-partitioned input topics, in the processor's input order: full names, or
+    /// `topics.<key>` for the name `[topics]` gives a key.
     #[serde(default)]
     pub inputs: Vec<String>,
     /// Global input topics every task reads whole.
@@ -249,10 +261,38 @@ impl PipelineConfig {
 
     /// Parses and validates TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let cfg: Self = toml::from_str(text)
+        let mut cfg: Self = toml::from_str(text)
             .map_err(|e| ConfigError::Parse { origin: origin.into(), source: Box::new(e) })?;
+        cfg.resolve_topic_refs(origin)?;
         cfg.validate(origin)?;
         Ok(cfg)
+    }
+
+    /// Replaces stage topics written `topics.<key>` (e.g. `topics.jobs`) with the full name
+    /// `[topics]` gives that key, so stages follow a renamed or re-prefixed topic.
+    fn resolve_topic_refs(&mut self, origin: &str) -> Result<(), ConfigError> {
+        let named: Vec<(&'static str, String)> =
+            self.topics.named().iter().map(|(k, n)| (*k, self.topics.full(n))).collect();
+        for (i, stage) in self.process.stages.iter_mut().enumerate() {
+            for (field, list) in [
+                ("inputs", &mut stage.inputs),
+                ("globals", &mut stage.globals),
+                ("outputs", &mut stage.outputs),
+            ] {
+                for topic in list.iter_mut() {
+                    let Some(key) = topic.strip_prefix(TOPIC_REF) else { continue };
+                    let Some((_, full)) = named.iter().find(|(k, _)| *k == key) else {
+                        return Err(ConfigError::Invalid {
+                            origin: origin.into(),
+                            key: format!("process.stages[{i}].{field}"),
+                            reason: format!("{topic:?} names no key of [topics]"),
+                        });
+                    };
+                    topic.clone_from(full);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn validate(&self, origin: &str) -> Result<(), ConfigError> {
@@ -399,5 +439,13 @@ mod tests {
         assert!(e.to_string().contains("process.metrics_addr"), "{e}");
         let e = PipelineConfig::parse("[process]\npartitions = 0\n", "t.toml").unwrap_err();
         assert!(e.to_string().contains("process.partitions"), "{e}");
+        // `topics.<key>` follows [topics]; an unknown key is refused, naming the stage.
+        let refs = "[topics]\nprefix = \"x.\"\n[[process.stages]]\nprocessor = \"runs\"\n\
+                    inputs = [\"topics.jobs\", \"topics.pods\"]\noutputs = [\"topics.job_run_facts\"]\n";
+        let cfg = PipelineConfig::parse(refs, "t.toml").unwrap();
+        assert_eq!(cfg.process.stages[0].inputs, ["x.jobs.v1", "x.pods.v1"]);
+        assert_eq!(cfg.process.stages[0].outputs, ["x.job-run-facts.v1"]);
+        let e = PipelineConfig::parse(&refs.replace("topics.pods", "topics.podz"), "t.toml").unwrap_err();
+        assert!(e.to_string().contains("process.stages[0].inputs") && e.to_string().contains("podz"), "{e}");
     }
 }

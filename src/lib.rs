@@ -16,6 +16,7 @@
 pub mod cli;
 pub mod codec;
 pub mod config;
+pub mod journal;
 pub mod metrics;
 pub mod observe;
 pub mod runtime;

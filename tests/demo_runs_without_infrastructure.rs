@@ -235,7 +235,7 @@ fn process_refuses_a_pipeline_without_stages_and_unknown_processors() {
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     // Both fail before any broker is contacted.
-    assert!(run("").contains("[process] has no stages"));
+    assert!(run("[process]\nstages = []\n").contains("[process] has no stages"));
     let e = run("[[process.stages]]\nprocessor = \"journal-x\"\ninputs = [\"a\"]\noutputs = [\"b\"]\n");
     assert!(e.contains("unknown processor \"journal-x\"") && e.contains("probe-rekey"), "{e}");
 }
@@ -296,4 +296,49 @@ fn replay_applies_admission_and_nothing_of_an_opted_out_namespace_leaves() {
     for shown in ["visible-job", "visible-pod", shown_job] {
         assert!(all.contains(shown), "{shown} was not published");
     }
+}
+
+#[test]
+fn replay_of_the_demo_files_its_four_finished_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+        .args(["replay", "--input"])
+        .arg(support::repo_path("tests/fixtures/traces/demo.jsonl"))
+        .arg("--output")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = fs::read_to_string(dir.path().join("kubefacts.job-run-facts.v1.jsonl")).unwrap();
+    let mut runs: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let r = &v["value"];
+            let exits: Vec<String> = r["exits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| format!("{}x{}/{}", e["count"], e["exit_code"], e["reason"].as_str().unwrap_or("-")))
+                .collect();
+            format!(
+                "{} {} {} failed_pods={} exits={}",
+                r["run_name"].as_str().unwrap(),
+                r["result"].as_str().unwrap(),
+                r["failure_reason"].as_str().unwrap_or("-"),
+                r["failed_pods"],
+                exits.join(",")
+            )
+        })
+        .collect();
+    runs.sort();
+    assert_eq!(
+        runs,
+        [
+            "backfill-2026-11 SUCCEEDED - failed_pods=0 exits=1x0/Completed,1x137/OOMKilled",
+            "nightly-export-29932455 FAILED BackoffLimitExceeded failed_pods=3 exits=2x1/Error,1x137/OOMKilled",
+            "report-sync-29932440 SUCCEEDED - failed_pods=0 exits=1x0/Completed",
+            "report-sync-29932450 SUCCEEDED - failed_pods=0 exits=1x0/Completed",
+        ]
+    );
 }

@@ -117,7 +117,7 @@ impl World {
         let name = self.topic(topic);
         let bootstrap = self.infra.bootstrap.clone();
         let records = tokio::task::spawn_blocking(move || {
-            topic_exists(&bootstrap, &name).then(|| read_topic(&bootstrap, &name))
+            support::topic_exists(&bootstrap, &name).then(|| read_topic(&bootstrap, &name))
         })
         .await
         .unwrap()
@@ -148,14 +148,6 @@ impl World {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     }
-}
-
-fn topic_exists(bootstrap: &str, topic: &str) -> bool {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    let c: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
-    c.fetch_metadata(None, Duration::from_secs(10))
-        .map(|md| md.topics().iter().any(|t| t.name() == topic && !t.partitions().is_empty()))
-        .unwrap_or(false)
 }
 
 // ---- real-shaped objects -------------------------------------------------------------

@@ -110,8 +110,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
     let settings = settings(&pipeline.process, &args);
     let stages: Vec<StageConfig> = match (&args.config, args.processor) {
         (Some(path), _) if pipeline.process.stages.is_empty() => bail!(
-            "{}: [process] has no stages. The product processors (runs, journal, coverage, \
-             sessions) are added as they land; pipelines/probe.toml runs the runtime's probes",
+            "{}: [process] has no stages (`stages = []`); pipelines/default.toml lists the product stages, pipelines/probe.toml the runtime's probes",
             path.display()
         ),
         (Some(_), _) => pipeline.process.stages.clone(),

@@ -10,6 +10,7 @@ use clap::ValueEnum;
 use crate::{
     codec::{Codec, Framing, RecordWriter},
     config::StageConfig,
+    journal::{Runs, runs::RunsConfig},
     runtime::{
         OutputPort, Processor, deadletter,
         driver::{self, DriverRun, LogRecord, MemTopic, OutputTopics},
@@ -25,6 +26,8 @@ pub enum ProcessorName {
     Probe,
     /// Re-keys records into buckets through a repartition topic (two-stage tests).
     ProbeRekey,
+    /// `[runs]`: Jobs + Pods (co-partitioned by Job UID) → one JobRun per finished Job.
+    Runs,
 }
 
 impl ProcessorName {
@@ -46,6 +49,7 @@ impl ProcessorName {
         match self {
             Self::Probe => &Probe::OUTPUTS,
             Self::ProbeRekey => &ProbeRekey::OUTPUTS,
+            Self::Runs => &Runs::OUTPUTS,
         }
     }
 
@@ -57,6 +61,7 @@ impl ProcessorName {
         match self {
             Self::Probe => names(&mut Probe::new()),
             Self::ProbeRekey => names(&mut ProbeRekey::new()),
+            Self::Runs => names(&mut Runs::new(RunsConfig::default())),
         }
     }
 
@@ -89,6 +94,9 @@ impl ProcessorName {
         match self {
             Self::Probe => run_blocking(cfg, codec, handle, ports, Probe::for_task, stop, stats),
             Self::ProbeRekey => run_blocking(cfg, codec, handle, ports, |_| ProbeRekey::new(), stop, stats),
+            Self::Runs => {
+                run_blocking(cfg, codec, handle, ports, |_| Runs::new(RunsConfig::default()), stop, stats)
+            }
         }
     }
 
@@ -114,6 +122,10 @@ impl ProcessorName {
             }
             Self::ProbeRekey => {
                 driver::run_with_globals(stage, codec, inputs, globals, topics, |_| ProbeRekey::new()).await
+            }
+            Self::Runs => {
+                let make = |_| Runs::new(RunsConfig::default());
+                driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
             }
         };
         run.with_context(|| format!("stage {stage}"))

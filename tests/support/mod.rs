@@ -182,12 +182,14 @@ pub struct ReadRecord {
     pub value: Vec<u8>,
 }
 
-/// Every record of `topic` (all partitions, from the beginning to the current end), read
-/// uncommitted, in partition then offset order.
+/// Every committed record of `topic` (all partitions, from the beginning to the last
+/// stable offset; read_committed, so aborted transactions never show), in partition then
+/// offset order.
 pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<ReadRecord> {
     use rdkafka::consumer::BaseConsumer;
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
+        .set("isolation.level", "read_committed")
         .set("group.id", unique_name("read-topic"))
         .set("enable.partition.eof", "true")
         .set("enable.auto.commit", "false")
@@ -236,4 +238,13 @@ pub fn expected_key(record: &kubefacts::observe::ObservationRecord) -> String {
         }
         R::Session(o) => o.session.as_ref().expect("a session").session_id.clone(),
     }
+}
+
+/// Whether `topic` exists (with partitions) on the broker.
+pub fn topic_exists(bootstrap: &str, topic: &str) -> bool {
+    let c: rdkafka::consumer::BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("a metadata client");
+    c.fetch_metadata(None, Duration::from_secs(10))
+        .map(|md| md.topics().iter().any(|t| t.name() == topic && !t.partitions().is_empty()))
+        .unwrap_or(false)
 }

@@ -1,0 +1,290 @@
+//! `[runs]` over real-shaped watch events, through the same path as `replay`: trace entry →
+//! admission and minimization → Avro → in-memory topics → the driver.
+
+use serde_json::{Value, json};
+
+use super::{
+    model::{JobRun, OwnerKind, RunResult},
+    runs::{Runs, RunsConfig},
+};
+use crate::{
+    codec::{Codec, Framing, RecordWriter},
+    observe::{InputTopic, MinimizeConfig, Observer, model::Source},
+    runtime::driver::{self, MemTopic, OutputTopics},
+    trace,
+};
+
+const PARTITIONS: i32 = 2;
+const T0: i64 = 1_795_946_400_000; // 2026-11-29T10:00:00Z
+
+fn uid(n: u32) -> String {
+    format!("0b000000-0000-4000-8000-{n:012}")
+}
+
+fn writer(codec: &Codec, name: &str) -> RecordWriter {
+    let known = codec.schemas().current(name).unwrap();
+    RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint }).unwrap()
+}
+
+fn rfc(ms: i64) -> String {
+    crate::codec::json::rfc3339_millis(ms).unwrap()
+}
+
+/// Watch events (each `(observed_at, type, object)`) through `[runs]`: the runs filed.
+async fn runs_of(events: Vec<(i64, &str, Value)>) -> Vec<JobRun> {
+    runs_with(events, RunsConfig::default()).await.0
+}
+
+async fn runs_with(events: Vec<(i64, &str, Value)>, cfg: RunsConfig) -> (Vec<JobRun>, usize) {
+    let codec = Codec::new(None).unwrap();
+    let mut lines: Vec<Value> = vec![json!({"type": "ADDED", "observed_at": T0 - 1_000, "object":
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "etl"}}})];
+    lines.extend(events.into_iter().map(|(at, ty, object)| match ty {
+        "HEARTBEAT" => json!({"type": ty, "observed_at": at}),
+        _ => json!({"type": ty, "observed_at": at, "object": object}),
+    }));
+    let source = Source { cluster: "c".into(), instance: "w".into(), epoch: 1 };
+    let mut observer = Observer::new(source, MinimizeConfig::default());
+    let (mut jobs, mut pods) = (MemTopic::new("jobs", PARTITIONS), MemTopic::new("pods", PARTITIONS));
+    let (jw, pw) =
+        (writer(&codec, InputTopic::Jobs.full_name()), writer(&codec, InputTopic::Pods.full_name()));
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    for entry in trace::read(text.as_bytes()) {
+        for released in observer.admit(entry.unwrap()) {
+            for obs in released.unwrap() {
+                let (topic, w) = match obs.topic {
+                    InputTopic::Jobs => (&mut jobs, &jw),
+                    InputTopic::Pods => (&mut pods, &pw),
+                    _ => continue,
+                };
+                let bytes = obs.record.encode(w).unwrap();
+                topic.produce(
+                    obs.key.as_deref().map(str::as_bytes),
+                    Some(bytes),
+                    obs.record.observed_at(),
+                    false,
+                );
+            }
+        }
+    }
+    let outputs = OutputTopics {
+        writers: vec![writer(&codec, JobRun::FULL_NAME)],
+        topics: vec![MemTopic::new("job-run-facts", PARTITIONS)],
+    };
+    let mut tracked = 0;
+    let run = driver::run("runs", &codec, &[&jobs, &pods], outputs, |_| Runs::new(cfg)).await.unwrap();
+    assert!(run.dead_letters.is_empty(), "{:?}", run.dead_letters);
+    let mut out = Vec::new();
+    for rec in run.outputs[0].partitions.iter().flatten() {
+        let r: JobRun = codec.decode_as(rec.value.as_deref().unwrap()).await.unwrap();
+        assert_eq!(rec.key.as_deref(), Some(r.owner.uid.as_bytes()), "keyed by the owner's UID");
+        out.push(r);
+    }
+    for c in &run.changelogs {
+        if c.name.ends_with("-jobs-changelog") {
+            tracked = c.len();
+        }
+    }
+    (out, tracked)
+}
+
+fn job(n: u32, cronjob: Option<u32>, spec: Value, status: Value) -> Value {
+    let owners: Vec<Value> = cronjob
+        .map(|c| json!({"apiVersion": "batch/v1", "kind": "CronJob", "name": format!("nightly-{c}"), "uid": uid(c), "controller": true}))
+        .into_iter()
+        .collect();
+    let mut spec = spec;
+    spec["template"] =
+        json!({"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "x"}]}});
+    json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": format!("job-{n}"), "namespace": "etl", "uid": uid(n), "ownerReferences": owners},
+        "spec": spec, "status": status})
+}
+
+fn cronjob(n: u32) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": format!("nightly-{n}"), "namespace": "etl", "uid": uid(n)},
+        "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}}})
+}
+
+fn condition(ty: &str, reason: &str, at: i64) -> Value {
+    json!({"type": ty, "status": "True", "reason": reason, "lastTransitionTime": rfc(at), "message": "x"})
+}
+
+/// A Pod of Job `job` whose container `main` terminated with `code`/`reason` (and, when
+/// `previous` is given, had terminated before with that code/reason: one restart).
+fn pod(n: u32, job: u32, code: i32, reason: &str, previous: Option<(i32, &str)>) -> Value {
+    let term = |code: i32, reason: &str, id: &str| {
+        json!({"terminated": {"exitCode": code, "reason": reason, "containerID": id,
+               "startedAt": rfc(T0), "finishedAt": rfc(T0 + 30_000)}})
+    };
+    let mut status = json!({"name": "main", "ready": false, "image": "x", "imageID": "",
+        "restartCount": i32::from(previous.is_some()), "state": term(code, reason, &format!("containerd://{n}-b"))});
+    if let Some((c, r)) = previous {
+        status["lastState"] = term(c, r, &format!("containerd://{n}-a"));
+    }
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("pod-{n}"), "namespace": "etl", "uid": uid(n), "ownerReferences":
+            [{"apiVersion": "batch/v1", "kind": "Job", "name": format!("job-{job}"), "uid": uid(job), "controller": true}]},
+        "spec": {"containers": [{"name": "main", "image": "x"}]},
+        "status": {"phase": if code == 0 { "Succeeded" } else { "Failed" }, "containerStatuses": [status]}})
+}
+
+/// A watcher heartbeat: stream time reaches `ms` on every partition.
+fn heartbeat_after(ms: i64) -> (i64, &'static str, Value) {
+    (ms, "HEARTBEAT", Value::Null)
+}
+
+#[tokio::test]
+async fn a_run_that_succeeded_after_two_failed_pods_shows_its_retries() {
+    let runs = runs_of(vec![
+        (T0 - 500, "ADDED", cronjob(100)),
+        (T0, "ADDED", job(1, Some(100), json!({"completions": 1, "parallelism": 1, "backoffLimit": 6}), json!({"active": 1, "startTime": rfc(T0)}))),
+        (T0 + 10_000, "MODIFIED", pod(11, 1, 1, "Error", None)),
+        (T0 + 20_000, "MODIFIED", pod(12, 1, 1, "Error", None)),
+        (T0 + 30_000, "MODIFIED", pod(13, 1, 0, "Completed", None)),
+        (T0 + 31_000, "MODIFIED", job(1, Some(100), json!({"completions": 1, "parallelism": 1, "backoffLimit": 6}),
+            json!({"startTime": rfc(T0), "completionTime": rfc(T0 + 31_000), "succeeded": 1, "failed": 2,
+                   "conditions": [condition("SuccessCriteriaMet", "CompletionsReached", T0 + 31_000), condition("Complete", "CompletionsReached", T0 + 31_000)]}))),
+        heartbeat_after(T0 + 60_000),
+    ])
+    .await;
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let r = &runs[0];
+    assert_eq!((r.result, r.succeeded_pods, r.failed_pods), (RunResult::Succeeded, 1, 2));
+    assert_eq!((r.started_at, r.finished_at), (Some(T0), T0 + 31_000));
+    assert_eq!(
+        (r.owner.kind, r.owner.uid.as_str(), r.owner.name.as_str()),
+        (OwnerKind::Cronjob, uid(100).as_str(), "nightly-100")
+    );
+    assert_eq!((r.parallelism, r.completions, r.backoff_limit), (Some(1), Some(1), Some(6)));
+    let exits: Vec<_> = r.exits.iter().map(|e| (e.exit_code, e.reason.as_deref(), e.count)).collect();
+    assert_eq!(exits, [(0, Some("Completed"), 1), (1, Some("Error"), 2)]);
+    assert_eq!(r.failure_reason, None);
+}
+
+#[tokio::test]
+async fn a_backoff_limit_exceeded_run_is_failed_with_the_kubernetes_reason() {
+    let failed = json!({"startTime": rfc(T0), "failed": 3, "conditions": [
+        condition("FailureTarget", "BackoffLimitExceeded", T0 + 40_000),
+        condition("Failed", "BackoffLimitExceeded", T0 + 41_000)]});
+    let runs = runs_of(vec![
+        (T0, "ADDED", job(2, None, json!({"backoffLimit": 2}), json!({"active": 1, "startTime": rfc(T0)}))),
+        (T0 + 41_000, "MODIFIED", job(2, None, json!({"backoffLimit": 2}), failed)),
+        heartbeat_after(T0 + 60_000),
+    ])
+    .await;
+    assert_eq!(runs.len(), 1);
+    let r = &runs[0];
+    assert_eq!(
+        (r.result, r.failure_reason.as_deref(), r.finished_at),
+        (RunResult::Failed, Some("BackoffLimitExceeded"), T0 + 41_000)
+    );
+    assert_eq!((r.owner.kind, r.owner.uid.clone()), (OwnerKind::Job, uid(2)), "a bare Job owns its run");
+}
+
+#[tokio::test]
+async fn a_job_that_failed_before_starting_has_no_started_at() {
+    let failed = json!({"conditions": [condition("Failed", "DeadlineExceeded", T0 + 5_000)]});
+    let runs = runs_of(vec![
+        (T0 + 5_000, "ADDED", job(3, None, json!({"activeDeadlineSeconds": 5}), failed)),
+        heartbeat_after(T0 + 60_000),
+    ])
+    .await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].started_at, None, "omitted, never the epoch");
+    assert_eq!(runs[0].failure_reason.as_deref(), Some("DeadlineExceeded"));
+}
+
+#[tokio::test]
+async fn a_running_job_and_failure_target_alone_are_not_runs() {
+    let runs = runs_of(vec![
+        (T0, "ADDED", job(4, None, json!({"completions": 9}), json!({"active": 3, "succeeded": 3, "startTime": rfc(T0)}))),
+        (T0 + 1_000, "ADDED", job(5, None, json!({}), json!({"startTime": rfc(T0), "failed": 1,
+            "conditions": [condition("FailureTarget", "BackoffLimitExceeded", T0 + 1_000)]}))),
+        // Complete, but a terminated Pod is not counted yet: counters are not final.
+        (T0 + 2_000, "ADDED", job(6, None, json!({}), json!({"startTime": rfc(T0), "uncountedTerminatedPods": {"succeeded": [uid(61)]},
+            "conditions": [condition("SuccessCriteriaMet", "CompletionsReached", T0 + 2_000), condition("Complete", "CompletionsReached", T0 + 2_000)]}))),
+        heartbeat_after(T0 + 60_000),
+    ])
+    .await;
+    assert!(runs.is_empty(), "{runs:?}");
+}
+
+#[tokio::test]
+async fn a_job_with_completions_9_of_which_3_succeeded_is_filed_as_it_ended() {
+    let failed = json!({"startTime": rfc(T0), "succeeded": 3, "failed": 7, "conditions": [
+        condition("Failed", "BackoffLimitExceeded", T0 + 50_000)]});
+    let runs = runs_of(vec![
+        (
+            T0 + 50_000,
+            "ADDED",
+            job(7, None, json!({"completions": 9, "parallelism": 3, "backoffLimit": 6}), failed),
+        ),
+        heartbeat_after(T0 + 60_000),
+    ])
+    .await;
+    let r = &runs[0];
+    assert_eq!(
+        (r.result, r.succeeded_pods, r.completions),
+        (RunResult::Failed, 3, Some(9)),
+        "clearly not complete"
+    );
+}
+
+#[tokio::test]
+async fn exits_137_oom_and_1_error_are_counted_once_each_however_often_observed() {
+    let done = json!({"startTime": rfc(T0), "completionTime": rfc(T0 + 40_000), "succeeded": 1, "failed": 1,
+        "conditions": [condition("Complete", "CompletionsReached", T0 + 40_000)]});
+    let runs = runs_of(vec![
+        (T0, "ADDED", job(8, None, json!({}), json!({"active": 1, "startTime": rfc(T0)}))),
+        // One Pod OOM-killed after an earlier exit 1 (a restart), observed three times.
+        (T0 + 30_000, "MODIFIED", pod(81, 8, 137, "OOMKilled", Some((1, "Error")))),
+        (T0 + 31_000, "MODIFIED", pod(81, 8, 137, "OOMKilled", Some((1, "Error")))),
+        (T0 + 32_000, "MODIFIED", pod(81, 8, 137, "OOMKilled", Some((1, "Error")))),
+        (T0 + 35_000, "MODIFIED", pod(82, 8, 0, "Completed", None)),
+        (T0 + 40_000, "MODIFIED", job(8, None, json!({}), done)),
+        heartbeat_after(T0 + 60_000),
+        // A Pod observed after the run was filed changes nothing.
+        (T0 + 90_000, "MODIFIED", pod(83, 8, 2, "Error", None)),
+        heartbeat_after(T0 + 120_000),
+    ])
+    .await;
+    assert_eq!(runs.len(), 1);
+    let exits: Vec<_> = runs[0].exits.iter().map(|e| (e.exit_code, e.reason.as_deref(), e.count)).collect();
+    assert_eq!(exits, [(0, Some("Completed"), 1), (1, Some("Error"), 1), (137, Some("OOMKilled"), 1)]);
+}
+
+#[tokio::test]
+async fn a_reobserved_run_is_not_filed_twice() {
+    let done = json!({"startTime": rfc(T0), "completionTime": rfc(T0 + 10_000), "succeeded": 1,
+        "conditions": [condition("Complete", "CompletionsReached", T0 + 10_000)]});
+    let runs = runs_of(vec![
+        (T0 + 10_000, "ADDED", job(9, None, json!({}), done.clone())),
+        heartbeat_after(T0 + 30_000),
+        (T0 + 40_000, "MODIFIED", job(9, None, json!({}), done.clone())),
+        (T0 + 50_000, "MODIFIED", job(9, None, json!({}), done.clone())),
+        heartbeat_after(T0 + 90_000),
+        // Deleted later (TTL controller): still the one run.
+        (T0 + 95_000, "DELETED", job(9, None, json!({}), done)),
+        heartbeat_after(T0 + 120_000),
+    ])
+    .await;
+    assert_eq!(runs.len(), 1, "{runs:?}");
+}
+
+#[tokio::test]
+async fn a_finished_job_waits_settle_ms_of_stream_time_then_is_filed_in_a_quiet_period() {
+    let done = json!({"startTime": rfc(T0), "completionTime": rfc(T0 + 10_000), "succeeded": 1,
+        "conditions": [condition("Complete", "CompletionsReached", T0 + 10_000)]});
+    let early = runs_of(vec![
+        (T0 + 10_000, "ADDED", job(10, None, json!({}), done.clone())),
+        heartbeat_after(T0 + 14_000),
+    ])
+    .await;
+    assert!(early.is_empty(), "filed before settle_ms (5 s) of stream time passed");
+    let later =
+        runs_of(vec![(T0 + 10_000, "ADDED", job(10, None, json!({}), done)), heartbeat_after(T0 + 15_000)])
+            .await;
+    assert_eq!(later.len(), 1);
+}
