@@ -240,6 +240,20 @@ async fn metric(addr: &str, series: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {series} in:\n{body}"))
 }
 
+/// Scrapes until `series` reaches at least `min` (counters are updated as the watch loop
+/// goes, so a scrape right after a record is visible may precede its bookkeeping by a
+/// moment); returns the last value seen.
+async fn metric_reaches(addr: &str, series: &str, min: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = metric(addr, series).await;
+        if v >= min || Instant::now() > deadline {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn free_addr() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     format!("127.0.0.1:{port}")
@@ -266,6 +280,11 @@ async fn published_observations_are_keyed_partitioned_minimized_and_heartbeated(
     let _a = w.start_with("a", &["--metrics-addr", &addr]);
 
     let pods = w.wait_for(InputTopic::Pods, "both pods", |r| uids(r).len() >= 2).await;
+    let lease_key: &[u8] = b"kube-system/kube-controller-manager";
+    w.wait_for(InputTopic::Leases, "the configured Lease", |r| {
+        r.iter().any(|(rec, _)| rec.key.as_deref() == Some(lease_key))
+    })
+    .await;
     // Heartbeats on every partition of every input topic (sessions too).
     for topic in InputTopic::ALL {
         let records = w
@@ -310,11 +329,11 @@ async fn published_observations_are_keyed_partitioned_minimized_and_heartbeated(
     assert!(pods.iter().any(|(_, o)| matches!(o, ObservationRecord::Pod(p) if p.pod.is_some())));
     // The watcher's metrics move: leader, events and relists per kind, acknowledged records.
     assert_eq!(metric(&addr, "kubefacts_watch_leader ").await, 1.0);
-    assert!(metric(&addr, "kubefacts_watch_events_total{kind=\"Pod\"}").await >= 2.0);
-    assert!(metric(&addr, "kubefacts_watch_relists_total{kind=\"Job\"}").await >= 1.0);
-    assert!(metric(&addr, "kubefacts_admission_admitted_total{kind=\"Job\"}").await >= 1.0);
-    assert!(metric(&addr, "kubefacts_watch_heartbeats_total ").await >= 1.0);
-    let acked = metric(&addr, "kubefacts_watch_acked_records_total ").await;
+    assert!(metric_reaches(&addr, "kubefacts_watch_events_total{kind=\"Pod\"}", 2.0).await >= 2.0);
+    assert!(metric_reaches(&addr, "kubefacts_watch_relists_total{kind=\"Job\"}", 1.0).await >= 1.0);
+    assert!(metric_reaches(&addr, "kubefacts_admission_admitted_total{kind=\"Job\"}", 1.0).await >= 1.0);
+    assert!(metric_reaches(&addr, "kubefacts_watch_heartbeats_total ", 1.0).await >= 1.0);
+    let acked = metric_reaches(&addr, "kubefacts_watch_acked_records_total ", 10.0).await;
     assert!(acked >= 10.0, "{acked} acknowledged");
     let latency = metric(&addr, "kubefacts_watch_ack_latency_seconds_total ").await / acked;
     assert!(latency > 0.0 && latency < 5.0, "mean acknowledgement latency {latency} s");
@@ -337,8 +356,9 @@ async fn a_restart_relists_with_a_new_epoch_and_deletions_while_down_are_recogni
     let _ = w.kube.delete("Job", Some("etl"), "job-11"); // while the watcher is down
     let _a = w.start("a");
     let second = w
-        .wait_for(InputTopic::Jobs, "the second snapshot", |r| {
-            markers(r, ObservationEvent::SnapshotEnd).iter().any(|(_, e)| *e > epoch1)
+        .wait_for(InputTopic::Jobs, "the second snapshot on every partition", |r| {
+            markers(r, ObservationEvent::SnapshotEnd).iter().filter(|(_, e)| *e > epoch1).count()
+                == PARTITIONS as usize
         })
         .await;
     let ends = markers(&second, ObservationEvent::SnapshotEnd);
@@ -406,14 +426,14 @@ async fn admission_step(admission: &str, step: &str, setup: impl Fn(&FakeKube)) 
     let addr = free_addr();
     let _a = w.start_with("a", &["--metrics-addr", &addr]);
     let pods = w.wait_for(InputTopic::Pods, "the admitted pod", |r| uids(r).contains(&uid(34))).await;
-    let jobs = w.read(InputTopic::Jobs).await;
+    let jobs = w.wait_for(InputTopic::Jobs, "the admitted Job", |r| uids(r).contains(&uid(33))).await;
     assert!(uids(&jobs).contains(&uid(33)), "the admitted Job\n{}", w.logs());
     assert!(!uids(&jobs).contains(&uid(31)), "the Job excluded at {step} was published");
     assert!(!uids(&pods).contains(&uid(32)), "the Pod of the Job excluded at {step} was published");
     let series = format!("kubefacts_admission_excluded_total{{kind=\"Job\",step=\"{step}\"}}");
-    assert_eq!(metric(&addr, &series).await, 1.0, "{series}");
+    assert_eq!(metric_reaches(&addr, &series, 1.0).await, 1.0, "{series}");
     let series = format!("kubefacts_admission_excluded_total{{kind=\"Pod\",step=\"{step}\"}}");
-    assert_eq!(metric(&addr, &series).await, 1.0, "{series}");
+    assert_eq!(metric_reaches(&addr, &series, 1.0).await, 1.0, "{series}");
 }
 
 fn two_jobs(kube: &FakeKube, ns_excluded: &str, ns_admitted: &str, excluded_job: Value) {
