@@ -182,6 +182,9 @@ impl Runs {
             return Ok(());
         };
         tracked.filed = true;
+        // The breakdown now lives in the fact; later terminations are ignored.
+        tracked.exits.clear();
+        tracked.seen.clear();
         out.emit(0, run.owner.uid.clone(), &run)
             .map_err(|e| ProcessError { reason: "encode_failed", detail: format!("run {uid}: {e}") })
     }
