@@ -74,6 +74,7 @@ fn main() {
     let outputs = || OutputTopics {
         writers: vec![writer(&codec, JobRun::FULL_NAME)],
         topics: vec![MemTopic::new("job-run-facts", PARTITIONS)],
+        key_writers: Vec::new(),
     };
     // Warm up once, then time the best of three (one core: the driver runs tasks in turn).
     let mut best = f64::MAX;

@@ -736,8 +736,11 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 fn driver_rate(codec: &Codec, rt: &tokio::runtime::Runtime, log: &MemTopic, rounds: usize) -> (f64, f64) {
     let mut rates = Vec::new();
     for _ in 0..rounds {
-        let outputs =
-            OutputTopics { writers: vec![writer(codec)], topics: vec![MemTopic::new("out", PARTITIONS)] };
+        let outputs = OutputTopics {
+            writers: vec![writer(codec)],
+            topics: vec![MemTopic::new("out", PARTITIONS)],
+            key_writers: Vec::new(),
+        };
         let started = Instant::now();
         let run = rt.block_on(driver::run("probe", codec, &[log], outputs, |_| Probe::new())).unwrap();
         let secs = started.elapsed().as_secs_f64();

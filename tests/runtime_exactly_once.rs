@@ -306,6 +306,7 @@ async fn kafka_runtime_and_in_memory_driver_give_the_same_outputs() {
     let outputs = OutputTopics {
         writers: vec![writer(&codec, KeyedCount::FULL_NAME)],
         topics: vec![MemTopic::new("out", PARTITIONS)],
+        key_writers: Vec::new(),
     };
     let expected = driver::run("probe", &codec, &[&log], outputs, |_| Probe::new()).await.unwrap();
     let n = expected.outputs[0].len();

@@ -111,9 +111,10 @@ impl ProcessorName {
         outputs: &[String],
         partitions: i32,
     ) -> anyhow::Result<DriverRun> {
-        let mut topics = OutputTopics { writers: Vec::new(), topics: Vec::new() };
+        let mut topics = OutputTopics { writers: Vec::new(), topics: Vec::new(), key_writers: Vec::new() };
         for (port, name) in self.ports().iter().zip(outputs) {
             topics.writers.push(single_object_writer(codec, port.record)?);
+            topics.key_writers.push(port.key_record.map(|k| single_object_writer(codec, k)).transpose()?);
             topics.topics.push(MemTopic::new(name.clone(), partitions));
         }
         let run = match self {

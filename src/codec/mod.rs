@@ -245,6 +245,14 @@ impl RecordWriter {
         Ok(Self { known: Arc::clone(known), framing, header: framing.header(), writer })
     }
 
+    /// A second writer of the same schema and framing (each task owns its writers).
+    pub fn try_clone(&self) -> Result<Self, CodecError> {
+        let known = SchemaSet::embedded()?
+            .by_fingerprint(self.known.fingerprint)
+            .ok_or_else(|| CodecError::UnknownRecord { name: self.known.full_name.clone() })?;
+        Self::new(known, self.framing)
+    }
+
     /// The framing this writer puts in front of each datum.
     pub fn framing(&self) -> Framing {
         self.framing

@@ -97,8 +97,12 @@ pub struct Runs {
 
 impl Runs {
     /// `[runs]`'s outputs.
-    pub const OUTPUTS: [OutputPort; 1] =
-        [OutputPort { topic: "job_run_facts", record: JobRun::FULL_NAME, compacted: false }];
+    pub const OUTPUTS: [OutputPort; 1] = [OutputPort {
+        topic: "job_run_facts",
+        record: JobRun::FULL_NAME,
+        compacted: false,
+        key_record: None,
+    }];
 
     /// A processor with empty state.
     pub fn new(cfg: RunsConfig) -> Self {

@@ -70,6 +70,7 @@ async fn runs_with(events: Vec<(i64, &str, Value)>, cfg: RunsConfig) -> (Vec<Job
     let outputs = OutputTopics {
         writers: vec![writer(&codec, JobRun::FULL_NAME)],
         topics: vec![MemTopic::new("job-run-facts", PARTITIONS)],
+        key_writers: Vec::new(),
     };
     let mut tracked = 0;
     let run = driver::run("runs", &codec, &[&jobs, &pods], outputs, |_| Runs::new(cfg)).await.unwrap();

@@ -124,6 +124,9 @@ pub struct OutputTopics {
     pub writers: Vec<RecordWriter>,
     /// One empty topic per port (name and partition count), in port order.
     pub topics: Vec<MemTopic>,
+    /// Key writers of ports keyed by Avro records (index = port; may be empty when no
+    /// port is).
+    pub key_writers: Vec<Option<RecordWriter>>,
 }
 
 /// Runs `make(partition)` processors over co-partitioned `inputs`, one task per partition.
@@ -167,6 +170,7 @@ where
     let counts: Vec<i32> = outputs.topics.iter().map(MemTopic::partition_count).collect();
     let mut out_topics = outputs.topics;
     let mut writers = Some(outputs.writers);
+    let outputs_keys = outputs.key_writers;
     let mut changelogs: Vec<MemTopic> = Vec::new();
     let mut run =
         DriverRun { outputs: Vec::new(), changelogs: Vec::new(), dead_letters: Vec::new(), records_in: 0 };
@@ -174,7 +178,12 @@ where
     for partition in 0..partitions {
         // Writers are cheap to rebuild but not Clone: move them into each task and back.
         let task_writers = writers.take().expect("writers returned after each task");
-        let mut task = Task::new(partition, make(partition), Outputs::new(task_writers, counts.clone()));
+        let keys: Vec<Option<RecordWriter>> = outputs_keys
+            .iter()
+            .map(|k| k.as_ref().map(|k| k.try_clone().expect("a writer of an embedded schema clones")))
+            .collect();
+        let out = Outputs::new(task_writers, counts.clone()).with_key_writers(keys);
+        let mut task = Task::new(partition, make(partition), out);
         if !globals.is_empty() {
             task = task.with_globals(inputs.len());
         }

@@ -369,6 +369,12 @@ where
             .collect()
     };
     let dead_letter_writer = handle.block_on(codec.value_writer(&cfg.dead_letter, deadletter::FULL_NAME))?;
+    // Key writers of ports keyed by Avro records, registered once; each task gets a copy.
+    let key_writers: Vec<Option<RecordWriter>> = ports
+        .iter()
+        .zip(&cfg.outputs)
+        .map(|(port, topic)| port.key_record.map(|k| handle.block_on(codec.key_writer(topic, k))).transpose())
+        .collect::<Result<_, _>>()?;
 
     let producer: ThreadedProducer<_> = client_config(cfg)
         .set("transactional.id", &transactional_id)
@@ -407,7 +413,8 @@ where
     let all_topics: Vec<&str> = cfg.inputs.iter().chain(&cfg.globals).map(String::as_str).collect();
 
     let mut tasks: BTreeMap<i32, TaskSlot<P>> = BTreeMap::new();
-    let mut factory = TaskFactory { cfg, codec, stats, make, writers, output_partitions, lanes, spare: None };
+    let mut factory =
+        TaskFactory { cfg, codec, stats, make, writers, key_writers, output_partitions, lanes, spare: None };
     let input_index: HashMap<&str, usize> = all_topics.iter().enumerate().map(|(i, t)| (*t, i)).collect();
 
     let mut lag_checked = Instant::now();
@@ -837,6 +844,8 @@ struct TaskFactory<'a, F, W> {
     make: F,
     /// Builds one set of output writers (registers schemas when a registry is used).
     writers: W,
+    /// Key writers per port (for ports keyed by Avro records), copied into each task.
+    key_writers: Vec<Option<RecordWriter>>,
     output_partitions: Vec<i32>,
     lanes: Lanes,
     /// Writers of a dropped task, reused by the next one created.
@@ -900,8 +909,10 @@ where
                 Some(w) => w,
                 None => (self.writers)(self.codec)?,
             };
-            let mut task =
-                Task::new(partition, (self.make)(partition), Outputs::new(w, self.output_partitions.clone()));
+            let keys = self.key_writers.iter().map(|k| k.as_ref().map(RecordWriter::try_clone).transpose());
+            let out = Outputs::new(w, self.output_partitions.clone())
+                .with_key_writers(keys.collect::<Result<_, _>>()?);
+            let mut task = Task::new(partition, (self.make)(partition), out);
             if !lanes.globals.is_empty() {
                 task = task.with_globals(lanes.inputs);
             }

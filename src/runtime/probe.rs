@@ -49,8 +49,12 @@ pub struct Probe {
 
 impl Probe {
     /// The probe's single output.
-    pub const OUTPUTS: [OutputPort; 1] =
-        [OutputPort { topic: "probe_output", record: KeyedCount::FULL_NAME, compacted: false }];
+    pub const OUTPUTS: [OutputPort; 1] = [OutputPort {
+        topic: "probe_output",
+        record: KeyedCount::FULL_NAME,
+        compacted: false,
+        key_record: None,
+    }];
 
     /// A probe with empty state, for task 0.
     pub fn new() -> Self {
@@ -125,8 +129,12 @@ impl ProbeRekey {
     pub const BUCKETS: usize = 3;
 
     /// The re-keyer's single output (a repartition topic).
-    pub const OUTPUTS: [OutputPort; 1] =
-        [OutputPort { topic: "probe_repartition", record: KeyedCount::FULL_NAME, compacted: false }];
+    pub const OUTPUTS: [OutputPort; 1] = [OutputPort {
+        topic: "probe_repartition",
+        record: KeyedCount::FULL_NAME,
+        compacted: false,
+        key_record: None,
+    }];
 
     /// A re-keyer with empty state.
     pub fn new() -> Self {

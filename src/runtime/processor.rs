@@ -52,6 +52,9 @@ pub struct OutputPort {
     pub record: &'static str,
     /// Whether records supersede each other by key (the topic is compacted).
     pub compacted: bool,
+    /// Full name of the Avro record the keys are, for a port keyed by an Avro record
+    /// ([`Outputs::emit_keyed`]); `None`: keys are UTF-8 strings.
+    pub key_record: Option<&'static str>,
 }
 
 /// A pure, deterministic state machine. One instance runs per task (input partition).
@@ -99,6 +102,8 @@ pub struct OutputRecord {
 #[derive(Debug)]
 pub struct Outputs {
     writers: Vec<RecordWriter>,
+    /// Key writers of ports keyed by Avro records (`None` elsewhere, or none at all).
+    key_writers: Vec<Option<RecordWriter>>,
     partitions: Vec<i32>,
     now: StreamTime,
     records: Vec<OutputRecord>,
@@ -108,7 +113,13 @@ impl Outputs {
     /// Outputs for ports with these writers and partition counts.
     pub fn new(writers: Vec<RecordWriter>, partitions: Vec<i32>) -> Self {
         assert_eq!(writers.len(), partitions.len(), "one partition count per port");
-        Self { writers, partitions, now: i64::MIN, records: Vec::new() }
+        Self { writers, key_writers: Vec::new(), partitions, now: i64::MIN, records: Vec::new() }
+    }
+
+    /// The same, with key writers for the ports keyed by Avro records (index = port).
+    pub fn with_key_writers(mut self, key_writers: Vec<Option<RecordWriter>>) -> Self {
+        self.key_writers = key_writers;
+        self
     }
 
     pub(crate) fn set_now(&mut self, now: StreamTime) {
@@ -124,6 +135,24 @@ impl Outputs {
     ) -> Result<(), CodecError> {
         let value = self.writers[port].encode(value)?;
         self.push(port, key.into(), Some(value), None, false);
+        Ok(())
+    }
+
+    /// Emits `value` on `port` keyed by the Avro record `key`, encoded with the port's key
+    /// writer (Confluent framing under `<topic>-key` on Kafka with a registry); the
+    /// partition is murmur2 of the encoded key bytes, as a Java producer would choose.
+    pub fn emit_keyed<K: Serialize, T: Serialize>(
+        &mut self,
+        port: usize,
+        key: &K,
+        value: &T,
+    ) -> Result<(), CodecError> {
+        let Some(Some(key_writer)) = self.key_writers.get(port) else {
+            return Err(CodecError::UnknownRecord { name: format!("key writer of output port {port}") });
+        };
+        let key = key_writer.encode(key)?;
+        let value = self.writers[port].encode(value)?;
+        self.push(port, key, Some(value), None, false);
         Ok(())
     }
 

@@ -39,6 +39,7 @@ fn outputs(codec: &Codec, partitions: i32) -> OutputTopics {
     OutputTopics {
         writers: vec![writer(codec, KeyedCount::FULL_NAME)],
         topics: vec![MemTopic::new("probe-out", partitions)],
+        key_writers: Vec::new(),
     }
 }
 
