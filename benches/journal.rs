@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use kubefacts::{
     codec::{Codec, Framing, RecordWriter},
-    journal::{JobRun, Runs, runs::RunsConfig},
+    journal::{JobRun, JobRunWindow, JobRunWindowKey, Journal, JournalConfig, Runs, runs::RunsConfig},
     observe::{InputTopic, MinimizeConfig, Observer, model::Source},
     runtime::driver::{self, MemTopic, OutputTopics},
 };
@@ -72,13 +72,22 @@ fn main() {
     );
 
     let outputs = || OutputTopics {
-        writers: vec![writer(&codec, JobRun::FULL_NAME)],
-        topics: vec![MemTopic::new("job-run-facts", PARTITIONS)],
+        writers: vec![writer(&codec, JobRun::FULL_NAME), writer(&codec, JobRun::FULL_NAME)],
+        topics: vec![
+            MemTopic::new("job-run-facts", PARTITIONS),
+            MemTopic::new("journal-repartition", PARTITIONS),
+        ],
         key_writers: Vec::new(),
     };
+    let journal_outputs = || OutputTopics {
+        writers: vec![writer(&codec, JobRunWindow::FULL_NAME)],
+        topics: vec![MemTopic::new("job-runs", PARTITIONS)],
+        key_writers: vec![Some(writer(&codec, JobRunWindowKey::FULL_NAME))],
+    };
     // Warm up once, then time the best of three (one core: the driver runs tasks in turn).
-    let mut best = f64::MAX;
+    let (mut best, mut best_both) = (f64::MAX, f64::MAX);
     let mut run = None;
+    let mut journal = None;
     for _ in 0..if benching { 4 } else { 1 } {
         let started = Instant::now();
         let r = rt
@@ -87,15 +96,28 @@ fn main() {
             }))
             .unwrap();
         best = best.min(started.elapsed().as_secs_f64());
+        let j = rt
+            .block_on(driver::run("journal", &codec, &[&r.outputs[1]], journal_outputs(), |_| {
+                Journal::new(JournalConfig::default())
+            }))
+            .unwrap();
+        best_both = best_both.min(started.elapsed().as_secs_f64());
         run = Some(r);
+        journal = Some(j);
     }
-    let run = run.unwrap();
+    let (run, journal) = (run.unwrap(), journal.unwrap());
     let runs = run.outputs[0].len();
     assert_eq!(runs, jobs, "one run per finished Job");
     assert!(run.dead_letters.is_empty());
     println!(
         "1. [runs] in the in-memory driver, one core        {:>10.0} observations/s   ({runs} runs filed in {best:.3} s)",
         observations as f64 / best
+    );
+    let emissions = journal.outputs[0].len();
+    assert!(emissions > 0 && journal.dead_letters.is_empty());
+    println!(
+        "   [runs] + [journal], one core                   {:>10.0} observations/s   ({emissions} window emissions, {best_both:.3} s)",
+        observations as f64 / best_both
     );
 
     // State per tracked Job: the latest changelog value per key, as the changelog and a

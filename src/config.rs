@@ -67,6 +67,9 @@ pub struct PipelineConfig {
     /// What `kubefacts watch` watches.
     #[serde(default)]
     pub watch: crate::watch::watcher::WatchConfig,
+    /// The job-run journal's windows.
+    #[serde(default)]
+    pub journal: crate::journal::JournalConfig,
 }
 
 fn default_cluster() -> String {
@@ -82,6 +85,7 @@ impl Default for PipelineConfig {
             admission: crate::observe::AdmissionConfig::default(),
             minimize: crate::observe::MinimizeConfig::default(),
             watch: crate::watch::watcher::WatchConfig::default(),
+            journal: crate::journal::JournalConfig::default(),
         };
         cfg.resolve_topic_refs("built-in default").expect("the built-in stages name known topics");
         cfg
@@ -111,6 +115,9 @@ pub struct TopicsConfig {
     pub job_run_facts: String,
     /// Windowed journals of finished runs (key: window record), compacted.
     pub job_runs: String,
+    /// Internal: finished runs re-keyed by journal window, from `[runs]` to `[journal]`
+    /// (with stream time forwarded, so windows close in a quiet cluster).
+    pub journal_repartition: String,
     /// Replicated cleanup decisions (key: Job UID).
     pub cleanup_decisions: String,
     /// Lease-coverage alerts (key: subject UID).
@@ -132,6 +139,7 @@ impl Default for TopicsConfig {
             sessions: "sessions.v1".into(),
             job_run_facts: "job-run-facts.v1".into(),
             job_runs: "job-runs.v1".into(),
+            journal_repartition: "internal.journal-repartition.v1".into(),
             cleanup_decisions: "cleanup-decisions.v1".into(),
             coverage_alerts: "coverage-alerts.v1".into(),
             session_projections: "session-projections.v1".into(),
@@ -183,13 +191,22 @@ impl Default for ProcessConfig {
             create_topics: false,
             partitions: 3,
             metrics_addr: None,
-            stages: vec![StageConfig {
-                name: None,
-                processor: "runs".into(),
-                inputs: vec!["topics.jobs".into(), "topics.pods".into()],
-                globals: Vec::new(),
-                outputs: vec!["topics.job_run_facts".into()],
-            }],
+            stages: vec![
+                StageConfig {
+                    name: None,
+                    processor: "runs".into(),
+                    inputs: vec!["topics.jobs".into(), "topics.pods".into()],
+                    globals: Vec::new(),
+                    outputs: vec!["topics.job_run_facts".into(), "topics.journal_repartition".into()],
+                },
+                StageConfig {
+                    name: None,
+                    processor: "journal".into(),
+                    inputs: vec!["topics.journal_repartition".into()],
+                    globals: Vec::new(),
+                    outputs: vec!["topics.job_runs".into()],
+                },
+            ],
         }
     }
 }
@@ -229,7 +246,7 @@ impl TopicsConfig {
         format!("{}{name}", self.prefix)
     }
 
-    fn named(&self) -> [(&'static str, &str); 11] {
+    fn named(&self) -> [(&'static str, &str); 12] {
         [
             ("pods", &self.pods),
             ("jobs", &self.jobs),
@@ -238,6 +255,7 @@ impl TopicsConfig {
             ("sessions", &self.sessions),
             ("job_run_facts", &self.job_run_facts),
             ("job_runs", &self.job_runs),
+            ("journal_repartition", &self.journal_repartition),
             ("cleanup_decisions", &self.cleanup_decisions),
             ("coverage_alerts", &self.coverage_alerts),
             ("session_projections", &self.session_projections),
@@ -323,6 +341,15 @@ impl PipelineConfig {
             return Err(invalid(
                 "watch.leader.renew_deadline_secs",
                 "must be at least 1 and shorter than lease_duration_secs (a leader that cannot renew must stop before another may start)".into(),
+            ));
+        }
+        let j = &self.journal;
+        if j.window_length_ms <= 0 || j.grace_ms < 0 || j.emit_interval_ms < 0 || j.retention_ms < j.grace_ms {
+            return Err(invalid(
+                "journal",
+                "window_length_ms must be positive; grace_ms and emit_interval_ms not negative; \
+                 retention_ms at least grace_ms"
+                    .into(),
             ));
         }
         if self.watch.heartbeat_interval_ms == 0 {

@@ -1,6 +1,7 @@
-//! `[runs]` end to end on the real broker: the demo trace published to the input topics
-//! (`kubefacts publish`), `kubefacts process` with the default pipeline's stages, and the
-//! runs read back with read_committed equal the in-memory `replay` of the same trace.
+//! `[runs]` and `[journal]` end to end on the real broker: the demo trace published to the
+//! input topics (`kubefacts publish`), `kubefacts process` with the default pipeline's
+//! stages, and the runs and windows read back with read_committed (the windows decoded by
+//! fastavro) equal the in-memory `replay` of the same trace.
 
 mod support;
 
@@ -38,7 +39,13 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
         ),
     )
     .unwrap();
-    let trace = repo_path("tests/fixtures/traces/demo.jsonl");
+    // The demo trace, then a heartbeat two hours later (the watcher writes one every 10 s):
+    // stream time passes the window's end + grace, so both runs of the pipeline must end
+    // with the same final window whatever the interleaving of their stages.
+    let trace = dir.path().join("trace.jsonl");
+    let mut text = std::fs::read_to_string(repo_path("tests/fixtures/traces/demo.jsonl")).unwrap();
+    text.push_str("{\"type\":\"HEARTBEAT\",\"observed_at\":\"2026-11-29T12:00:00.000Z\"}\n");
+    std::fs::write(&trace, text).unwrap();
 
     let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
         .args(["publish", "--create-topics", "--partitions", "3", "--bootstrap", &infra.bootstrap, "--input"])
@@ -105,8 +112,6 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    let _ = process.kill();
-    let _ = process.wait();
     let mut got: Vec<String> = runs.iter().map(|r| format!("\"{}\"", r.run_uid)).collect();
     got.sort();
     assert_eq!(
@@ -125,4 +130,80 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
         assert_eq!(theirs["value"]["failed_pods"], run.failed_pods, "{}", run.run_name);
     }
     assert!(bytes.iter().all(|r| r.value.starts_with(&[0xC3, 0x01])), "single-object encoded (no registry)");
+
+    // [journal] on job-runs.v1, read committed and decoded by fastavro: per window, the
+    // latest revision holds the same runs as the in-memory replay's latest revision.
+    // (Revision numbers may differ: on Kafka the two stages run side by side, so the journal
+    // can see several runs between two of its emissions.)
+    let journal_topic = format!("{prefix}job-runs.v1");
+    let latest = |windows: Vec<(serde_json::Value, serde_json::Value)>| {
+        let mut by_window: std::collections::BTreeMap<String, (i64, bool, Vec<String>)> = Default::default();
+        for (key, value) in windows {
+            let revision = value["revision"].as_i64().unwrap();
+            let mut runs: Vec<String> = value["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["run_uid"].as_str().unwrap().to_owned())
+                .collect();
+            runs.sort();
+            let is_final = value["is_final"].as_bool().unwrap();
+            let slot = by_window.entry(key.to_string()).or_insert((0, false, Vec::new()));
+            if revision > slot.0 {
+                *slot = (revision, is_final, runs);
+            }
+        }
+        by_window.into_iter().map(|(k, (_, is_final, runs))| (k, is_final, runs)).collect::<Vec<_>>()
+    };
+    let replayed: Vec<(serde_json::Value, serde_json::Value)> =
+        std::fs::read_to_string(replay_dir.join(format!("{journal_topic}.jsonl")))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let key = serde_json::json!({"window_start": v["value"]["window_start"], "window_length_ms": v["value"]["window_length_ms"]});
+                (key, v["value"].clone())
+            })
+            .collect();
+    let expected_windows = latest(replayed);
+    assert_eq!(expected_windows.len(), 1, "the demo's runs all finished between 10:00 and 11:00");
+    assert!(expected_windows[0].1 && expected_windows[0].2.len() == 4, "{expected_windows:?}");
+    let window_schema = repo_path("schemas/job-run-window.avsc");
+    let key_schema = repo_path("schemas/job-run-window-key.avsc");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let on_kafka = loop {
+        let (bootstrap, topic) = (infra.bootstrap.clone(), journal_topic.clone());
+        let records = tokio::task::spawn_blocking(move || {
+            support::topic_exists(&bootstrap, &topic).then(|| read_topic(&bootstrap, &topic))
+        })
+        .await
+        .unwrap()
+        .unwrap_or_default();
+        let values: Vec<Vec<u8>> = records.iter().map(|r| r.value.clone()).collect();
+        let keys: Vec<Vec<u8>> = records.iter().map(|r| r.key.clone().unwrap()).collect();
+        let decoded = infra.fastavro("single-object", Some(&window_schema), &values);
+        let decoded_keys = infra.fastavro("single-object", Some(&key_schema), &keys);
+        let windows: Vec<(serde_json::Value, serde_json::Value)> = decoded_keys
+            .into_iter()
+            .zip(decoded)
+            .map(|(k, v)| {
+                // fastavro gives timestamps as epoch ms; the replay as RFC 3339: compare as the replay writes.
+                let start = kubefacts::codec::json::rfc3339_millis(k["value"]["window_start"].as_i64().unwrap()).unwrap();
+                (serde_json::json!({"window_start": start, "window_length_ms": k["value"]["window_length_ms"]}), v["value"].clone())
+            })
+            .collect();
+        let got = latest(windows);
+        if got == expected_windows || Instant::now() > deadline {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let _ = process.kill();
+    let _ = process.wait();
+    assert_eq!(
+        on_kafka,
+        expected_windows,
+        "job-runs.v1 on Kafka = replay\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
 }

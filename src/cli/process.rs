@@ -179,8 +179,9 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
             handle.clone(),
             s.processor,
         );
+        let pipeline = pipeline.clone();
         workers.spawn_blocking(move || {
-            let result = processor.run_kafka(&cfg, &codec, &handle, &stop, &stats);
+            let result = processor.run_kafka(&pipeline, &cfg, &codec, &handle, &stop, &stats);
             (cfg.processor, result)
         });
     }

@@ -79,7 +79,7 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let mut logs: BTreeMap<String, MemTopic> =
         topics.into_iter().map(|(_, _, log)| (log.name.clone(), log)).collect();
     let dead_letter = config.topics.full(&config.topics.dead_letter);
-    run_all_in_memory(&codec, &config.process.stages, &mut logs, &dead_letter, args.partitions).await?;
+    run_all_in_memory(&codec, &config, &config.process.stages, &mut logs, &dead_letter, args.partitions).await?;
 
     fs::create_dir_all(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
     let mut written = 0usize;
@@ -111,11 +111,20 @@ async fn write_jsonl(codec: &Codec, log: &MemTopic, dir: &std::path::Path) -> an
                 Some(bytes) => to_json(&codec.decode(bytes).await?.value, Timestamps::Rfc3339),
                 None => serde_json::Value::Null,
             };
+            // Avro keys (the journal's window key) decode like values; others are UTF-8.
+            let key = match rec.key.as_deref() {
+                Some(k) if k.starts_with(&[0xC3, 0x01]) => match codec.decode(k).await {
+                    Ok(d) => to_json(&d.value, Timestamps::Rfc3339),
+                    Err(_) => serde_json::Value::String(String::from_utf8_lossy(k).into_owned()),
+                },
+                Some(k) => serde_json::Value::String(String::from_utf8_lossy(k).into_owned()),
+                None => serde_json::Value::Null,
+            };
             let line = serde_json::json!({
                 "partition": partition,
                 "offset": offset,
                 "timestamp": crate::codec::json::rfc3339_millis(rec.timestamp_ms),
-                "key": rec.key.as_deref().map(String::from_utf8_lossy),
+                "key": key,
                 "value": value,
             });
             serde_json::to_writer(&mut out, &line)?;

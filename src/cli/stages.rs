@@ -9,8 +9,9 @@ use clap::ValueEnum;
 
 use crate::{
     codec::{Codec, Framing, RecordWriter},
+    config::PipelineConfig,
     config::StageConfig,
-    journal::{Runs, runs::RunsConfig},
+    journal::{Journal, JournalConfig, Runs, runs::RunsConfig},
     runtime::{
         OutputPort, Processor, deadletter,
         driver::{self, DriverRun, LogRecord, MemTopic, OutputTopics},
@@ -28,6 +29,8 @@ pub enum ProcessorName {
     ProbeRekey,
     /// `[runs]`: Jobs + Pods (co-partitioned by Job UID) → one JobRun per finished Job.
     Runs,
+    /// `[journal]`: runs re-keyed by window → windows of runs on `job-runs.v1`.
+    Journal,
 }
 
 impl ProcessorName {
@@ -50,6 +53,7 @@ impl ProcessorName {
             Self::Probe => &Probe::OUTPUTS,
             Self::ProbeRekey => &ProbeRekey::OUTPUTS,
             Self::Runs => &Runs::OUTPUTS,
+            Self::Journal => &Journal::OUTPUTS,
         }
     }
 
@@ -62,6 +66,7 @@ impl ProcessorName {
             Self::Probe => names(&mut Probe::new()),
             Self::ProbeRekey => names(&mut ProbeRekey::new()),
             Self::Runs => names(&mut Runs::new(RunsConfig::default())),
+            Self::Journal => names(&mut Journal::new(JournalConfig::default())),
         }
     }
 
@@ -84,6 +89,7 @@ impl ProcessorName {
     /// Runs the stage's exactly-once loop on Kafka until `stop` (blocking).
     pub fn run_kafka(
         self,
+        settings: &PipelineConfig,
         cfg: &RuntimeConfig,
         codec: &Codec,
         handle: &tokio::runtime::Handle,
@@ -95,24 +101,30 @@ impl ProcessorName {
             Self::Probe => run_blocking(cfg, codec, handle, ports, Probe::for_task, stop, stats),
             Self::ProbeRekey => run_blocking(cfg, codec, handle, ports, |_| ProbeRekey::new(), stop, stats),
             Self::Runs => {
-                run_blocking(cfg, codec, handle, ports, |_| Runs::new(RunsConfig::default()), stop, stats)
+                let runs = runs_config(settings);
+                run_blocking(cfg, codec, handle, ports, |_| Runs::new(runs), stop, stats)
+            }
+            Self::Journal => {
+                let journal = settings.journal;
+                run_blocking(cfg, codec, handle, ports, |_| Journal::new(journal), stop, stats)
             }
         }
     }
 
-    /// Runs the stage over in-memory topics with the driver; outputs get `partitions`
-    /// partitions each.
+    /// Runs `stage` over in-memory topics with the driver; its outputs (named as the stage
+    /// says) get `partitions` partitions each.
     pub async fn run_memory(
         self,
-        stage: &str,
+        settings: &PipelineConfig,
+        stage_config: &StageConfig,
         codec: &Codec,
         inputs: &[&MemTopic],
         globals: &[&MemTopic],
-        outputs: &[String],
         partitions: i32,
     ) -> anyhow::Result<DriverRun> {
+        let stage = stage_config.name();
         let mut topics = OutputTopics { writers: Vec::new(), topics: Vec::new(), key_writers: Vec::new() };
-        for (port, name) in self.ports().iter().zip(outputs) {
+        for (port, name) in self.ports().iter().zip(&stage_config.outputs) {
             topics.writers.push(single_object_writer(codec, port.record)?);
             topics.key_writers.push(port.key_record.map(|k| single_object_writer(codec, k)).transpose()?);
             topics.topics.push(MemTopic::new(name.clone(), partitions));
@@ -125,12 +137,21 @@ impl ProcessorName {
                 driver::run_with_globals(stage, codec, inputs, globals, topics, |_| ProbeRekey::new()).await
             }
             Self::Runs => {
-                let make = |_| Runs::new(RunsConfig::default());
+                let make = |_| Runs::new(runs_config(settings));
+                driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
+            }
+            Self::Journal => {
+                let make = |_| Journal::new(settings.journal);
                 driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
             }
         };
         run.with_context(|| format!("stage {stage}"))
     }
+}
+
+/// `[runs]`'s settings from the pipeline: it re-keys runs by the journal's window length.
+fn runs_config(settings: &PipelineConfig) -> RunsConfig {
+    RunsConfig { window_length_ms: settings.journal.window_length_ms, ..RunsConfig::default() }
 }
 
 /// A writer of the current revision of `record`, framed as single-object encoding (no
@@ -144,6 +165,7 @@ pub fn single_object_writer(codec: &Codec, record: &str) -> anyhow::Result<Recor
 /// to `topics` and its dead letters to the `dead_letter` topic.
 pub async fn run_all_in_memory(
     codec: &Codec,
+    settings: &PipelineConfig,
     stages: &[StageConfig],
     topics: &mut BTreeMap<String, MemTopic>,
     dead_letter: &str,
@@ -163,8 +185,7 @@ pub async fn run_all_in_memory(
         };
         let inputs = stage.inputs.iter().map(find).collect::<anyhow::Result<Vec<_>>>()?;
         let globals = stage.globals.iter().map(find).collect::<anyhow::Result<Vec<_>>>()?;
-        let run =
-            processor.run_memory(stage.name(), codec, &inputs, &globals, &stage.outputs, partitions).await?;
+        let run = processor.run_memory(settings, stage, codec, &inputs, &globals, partitions).await?;
         let dl =
             topics.entry(dead_letter.to_owned()).or_insert_with(|| MemTopic::new(dead_letter, partitions));
         // As on Kafka: a dead letter goes to its source task's partition, keyed as it came.

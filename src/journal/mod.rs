@@ -2,13 +2,16 @@
 //!
 //! * [`model`] — the output records.
 //! * [`runs`] — `[runs]`: Jobs and their Pods (keyed by Job UID) → one [`JobRun`] per
-//!   finished Job, with its container exit breakdown.
+//!   finished Job, with its container exit breakdown; also re-keyed by window for the journal.
+//! * [`window`] — `[journal]`: runs filed into tumbling windows on `job-runs.v1`.
 
 pub mod model;
 pub mod runs;
+pub mod window;
 
 pub use model::{ContainerExitCount, JobRun, OwnerKind, RunOwner, RunResult};
 pub use runs::Runs;
+pub use window::{JobRunWindow, JobRunWindowKey, Journal, JournalConfig};
 
 #[cfg(test)]
 mod tests;

@@ -40,11 +40,13 @@ pub struct RunsConfig {
     /// How long after a Job is first seen finished it is filed, in milliseconds of stream
     /// time (late Pod terminations still count).
     pub settle_ms: i64,
+    /// The journal's window length, in milliseconds: runs are re-keyed by window for it.
+    pub window_length_ms: i64,
 }
 
 impl Default for RunsConfig {
     fn default() -> Self {
-        Self { settle_ms: 5_000 }
+        Self { settle_ms: 5_000, window_length_ms: super::window::JournalConfig::default().window_length_ms }
     }
 }
 
@@ -93,20 +95,32 @@ pub struct Runs {
     jobs: KvStore<String, TrackedJob>,
     /// (due stream time, Job UID) of finished Jobs waiting to be filed.
     due: KvStore<(StreamTime, String), ()>,
+    /// The stream-time second last forwarded to the journal (changelogged, so a restarted
+    /// task forwards the same heartbeats).
+    forwarded: KvStore<(), i64>,
 }
 
 impl Runs {
-    /// `[runs]`'s outputs.
-    pub const OUTPUTS: [OutputPort; 1] = [OutputPort {
-        topic: "job_run_facts",
-        record: JobRun::FULL_NAME,
-        compacted: false,
-        key_record: None,
-    }];
+    /// `[runs]`'s outputs: the run facts (keyed by owner UID), and the same runs re-keyed by
+    /// journal window start for `[journal]` (an internal topic that also carries stream time).
+    pub const OUTPUTS: [OutputPort; 2] = [
+        OutputPort { topic: "job_run_facts", record: JobRun::FULL_NAME, compacted: false, key_record: None },
+        OutputPort {
+            topic: "journal_repartition",
+            record: JobRun::FULL_NAME,
+            compacted: false,
+            key_record: None,
+        },
+    ];
 
     /// A processor with empty state.
     pub fn new(cfg: RunsConfig) -> Self {
-        Self { cfg, jobs: KvStore::new("jobs"), due: KvStore::new("due") }
+        Self {
+            cfg,
+            jobs: KvStore::new("jobs"),
+            due: KvStore::new("due"),
+            forwarded: KvStore::new("forwarded"),
+        }
     }
 
     /// The state kept for a Job UID.
@@ -189,7 +203,9 @@ impl Runs {
         // The breakdown now lives in the fact; later terminations are ignored.
         tracked.exits.clear();
         tracked.seen.clear();
+        let window = run.finished_at - run.finished_at.rem_euclid(self.cfg.window_length_ms);
         out.emit(0, run.owner.uid.clone(), &run)
+            .and_then(|()| out.emit(1, window.to_string(), &run))
             .map_err(|e| ProcessError { reason: "encode_failed", detail: format!("run {uid}: {e}") })
     }
 
@@ -225,7 +241,7 @@ impl Processor for Runs {
     type Input = RunsInput;
 
     fn stores(&mut self) -> Vec<&mut dyn StateStore> {
-        vec![&mut self.jobs, &mut self.due]
+        vec![&mut self.jobs, &mut self.due, &mut self.forwarded]
     }
 
     fn process(
@@ -257,6 +273,13 @@ impl Processor for Runs {
                     self.jobs.put(uid, tracked);
                 }
             }
+        }
+        // The journal's windows close on stream time: forward ours, once per second of it,
+        // after the runs filed at this time (so the journal sees them advance its time).
+        let second = now.div_euclid(1000);
+        if self.forwarded.get(&()).is_none_or(|last| *last < second) {
+            self.forwarded.put((), second);
+            out.forward_stream_time(1);
         }
     }
 }

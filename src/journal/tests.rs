@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::{
     model::{JobRun, OwnerKind, RunResult},
     runs::{Runs, RunsConfig},
+    window::{JobRunWindow, JobRunWindowKey, Journal, JournalConfig},
 };
 use crate::{
     codec::{Codec, Framing, RecordWriter},
@@ -35,7 +36,51 @@ async fn runs_of(events: Vec<(i64, &str, Value)>) -> Vec<JobRun> {
     runs_with(events, RunsConfig::default()).await.0
 }
 
+/// What `[runs]` then `[journal]` made of some watch events.
+struct Pipeline {
+    runs: Vec<JobRun>,
+    /// Every window emission, in emission order per partition.
+    windows: Vec<JobRunWindow>,
+    /// Dead letters of the journal (reason codes).
+    journal_dead_letters: Vec<String>,
+}
+
+async fn journal_of(events: Vec<(i64, &str, Value)>, journal: JournalConfig) -> Pipeline {
+    let (runs, _, repartition) =
+        runs_full(events, RunsConfig { window_length_ms: journal.window_length_ms, ..RunsConfig::default() })
+            .await;
+    let codec = Codec::new(None).unwrap();
+    let outputs = OutputTopics {
+        writers: vec![writer(&codec, JobRunWindow::FULL_NAME)],
+        topics: vec![MemTopic::new("job-runs", PARTITIONS)],
+        key_writers: vec![Some(writer(&codec, JobRunWindowKey::FULL_NAME))],
+    };
+    let run =
+        driver::run("journal", &codec, &[&repartition], outputs, |_| Journal::new(journal)).await.unwrap();
+    let mut windows = Vec::new();
+    for rec in run.outputs[0].partitions.iter().flatten() {
+        let w: JobRunWindow = codec.decode_as(rec.value.as_deref().unwrap()).await.unwrap();
+        let k: JobRunWindowKey = codec.decode_as(rec.key.as_deref().unwrap()).await.unwrap();
+        assert_eq!(
+            (k.window_start, k.window_length_ms),
+            (w.window_start, w.window_length_ms),
+            "keyed by its window"
+        );
+        windows.push(w);
+    }
+    Pipeline {
+        runs,
+        windows,
+        journal_dead_letters: run.dead_letters.iter().map(|d| d.reason.clone()).collect(),
+    }
+}
+
 async fn runs_with(events: Vec<(i64, &str, Value)>, cfg: RunsConfig) -> (Vec<JobRun>, usize) {
+    let (runs, tracked, _) = runs_full(events, cfg).await;
+    (runs, tracked)
+}
+
+async fn runs_full(events: Vec<(i64, &str, Value)>, cfg: RunsConfig) -> (Vec<JobRun>, usize, MemTopic) {
     let codec = Codec::new(None).unwrap();
     let mut lines: Vec<Value> = vec![json!({"type": "ADDED", "observed_at": T0 - 1_000, "object":
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "etl"}}})];
@@ -68,8 +113,11 @@ async fn runs_with(events: Vec<(i64, &str, Value)>, cfg: RunsConfig) -> (Vec<Job
         }
     }
     let outputs = OutputTopics {
-        writers: vec![writer(&codec, JobRun::FULL_NAME)],
-        topics: vec![MemTopic::new("job-run-facts", PARTITIONS)],
+        writers: vec![writer(&codec, JobRun::FULL_NAME), writer(&codec, JobRun::FULL_NAME)],
+        topics: vec![
+            MemTopic::new("job-run-facts", PARTITIONS),
+            MemTopic::new("journal-repartition", PARTITIONS),
+        ],
         key_writers: Vec::new(),
     };
     let mut tracked = 0;
@@ -86,7 +134,8 @@ async fn runs_with(events: Vec<(i64, &str, Value)>, cfg: RunsConfig) -> (Vec<Job
             tracked = c.len();
         }
     }
-    (out, tracked)
+    let repartition = run.outputs.into_iter().nth(1).unwrap();
+    (out, tracked, repartition)
 }
 
 fn job(n: u32, cronjob: Option<u32>, spec: Value, status: Value) -> Value {
@@ -288,4 +337,119 @@ async fn a_finished_job_waits_settle_ms_of_stream_time_then_is_filed_in_a_quiet_
         runs_of(vec![(T0 + 10_000, "ADDED", job(10, None, json!({}), done)), heartbeat_after(T0 + 15_000)])
             .await;
     assert_eq!(later.len(), 1);
+}
+
+fn done(n: u32, finished: i64) -> Value {
+    let status = json!({"startTime": rfc(finished - 60_000), "completionTime": rfc(finished), "succeeded": 1,
+        "conditions": [condition("Complete", "CompletionsReached", finished)]});
+    job(n, None, json!({}), status)
+}
+
+const HOUR: i64 = 3_600_000;
+const MIN: i64 = 60_000;
+
+#[tokio::test]
+async fn windows_supersede_and_finalize_on_stream_time_even_when_only_heartbeats_arrive() {
+    let w0 = T0; // 10:00, a window start
+    let p = journal_of(
+        vec![
+            (w0 + 5 * MIN, "ADDED", done(20, w0 + 5 * MIN)),
+            heartbeat_after(w0 + 6 * MIN),
+            (w0 + 20 * MIN, "ADDED", done(21, w0 + 20 * MIN)),
+            // A quiet hour: heartbeats only. Grace (10 min) ends at 11:10.
+            heartbeat_after(w0 + 30 * MIN),
+            heartbeat_after(w0 + 65 * MIN),
+            heartbeat_after(w0 + 71 * MIN),
+            heartbeat_after(w0 + 90 * MIN),
+        ],
+        JournalConfig::default(),
+    )
+    .await;
+    assert_eq!(p.runs.len(), 2);
+    let revisions: Vec<(i64, bool, usize)> =
+        p.windows.iter().map(|w| (w.revision, w.is_final, w.runs.len())).collect();
+    assert_eq!(revisions, [(1, false, 1), (2, false, 2), (3, true, 2)], "supersede, then final once");
+    let last = p.windows.last().unwrap();
+    assert_eq!((last.window_start, last.window_length_ms), (w0, HOUR));
+    assert!(last.stream_time >= w0 + 70 * MIN, "final only after end + grace, on stream time");
+    let order: Vec<&str> = last.runs.iter().map(|r| r.run_name.as_str()).collect();
+    assert_eq!(order, ["job-20", "job-21"], "sorted by finished_at");
+}
+
+#[tokio::test]
+async fn a_late_run_reopens_its_final_window_with_a_higher_revision() {
+    let w0 = T0;
+    let p = journal_of(
+        vec![
+            (w0 + 5 * MIN, "ADDED", done(30, w0 + 5 * MIN)),
+            heartbeat_after(w0 + 75 * MIN), // final
+            // A run that finished at 10:40, first seen at 12:00 (a relist after an outage).
+            (w0 + 120 * MIN, "ADDED", done(31, w0 + 40 * MIN)),
+            heartbeat_after(w0 + 121 * MIN),
+        ],
+        JournalConfig::default(),
+    )
+    .await;
+    let w: Vec<(i64, i64, bool, usize)> =
+        p.windows.iter().map(|w| (w.window_start, w.revision, w.is_final, w.runs.len())).collect();
+    assert_eq!(w, [(w0, 1, true, 1), (w0, 2, true, 2)], "re-opened, still final, revision 2");
+}
+
+#[tokio::test]
+async fn a_three_hour_old_run_found_by_a_relist_goes_to_its_own_window() {
+    let w0 = T0;
+    let p = journal_of(
+        vec![
+            heartbeat_after(w0 + 180 * MIN),
+            (w0 + 181 * MIN, "ADDED", done(40, w0 + 5 * MIN)),
+            heartbeat_after(w0 + 182 * MIN),
+        ],
+        JournalConfig::default(),
+    )
+    .await;
+    let starts: Vec<i64> = p.windows.iter().map(|w| w.window_start).collect();
+    assert_eq!(starts, [w0], "filed where it finished, not in the current window");
+}
+
+#[tokio::test]
+async fn a_run_beyond_retention_is_dead_lettered_not_filed() {
+    let w0 = T0;
+    let cfg = JournalConfig { retention_ms: 24 * HOUR, ..JournalConfig::default() };
+    let p = journal_of(
+        vec![
+            heartbeat_after(w0 + 30 * HOUR),
+            (w0 + 30 * HOUR + MIN, "ADDED", done(50, w0 + 5 * MIN)),
+            heartbeat_after(w0 + 30 * HOUR + 2 * MIN),
+        ],
+        cfg,
+    )
+    .await;
+    assert_eq!(p.runs.len(), 1, "[runs] files it");
+    assert!(p.windows.is_empty(), "{:?}", p.windows);
+    assert_eq!(p.journal_dead_letters, ["beyond_retention"]);
+}
+
+#[tokio::test]
+async fn the_same_run_twice_changes_no_window() {
+    let codec = Codec::new(None).unwrap();
+    let (_, _, mut repartition) = runs_full(
+        vec![(T0 + 5 * MIN, "ADDED", done(60, T0 + 5 * MIN)), heartbeat_after(T0 + 6 * MIN)],
+        RunsConfig::default(),
+    )
+    .await;
+    // Replay the repartition log once more (a reprocessing after an abort, say).
+    for p in repartition.partitions.iter_mut() {
+        let again = p.clone();
+        p.extend(again);
+    }
+    let outputs = OutputTopics {
+        writers: vec![writer(&codec, JobRunWindow::FULL_NAME)],
+        topics: vec![MemTopic::new("job-runs", PARTITIONS)],
+        key_writers: vec![Some(writer(&codec, JobRunWindowKey::FULL_NAME))],
+    };
+    let run =
+        driver::run("journal", &codec, &[&repartition], outputs, |_| Journal::new(JournalConfig::default()))
+            .await
+            .unwrap();
+    assert_eq!(run.outputs[0].len(), 1, "one emission: the duplicate changed nothing");
 }

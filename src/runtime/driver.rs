@@ -221,6 +221,15 @@ where
         }
         writers = Some(task.into_writers());
     }
+    // Tasks ran one after the other here; on Kafka they run side by side, so a downstream
+    // stage reads their outputs interleaved in time. Each task's outputs are in stream-time
+    // order, so a stable sort by timestamp gives that interleaving (ties in task order)
+    // without changing any task's or key's own order.
+    for topic in &mut out_topics {
+        for records in &mut topic.partitions {
+            records.sort_by_key(|r| r.timestamp_ms);
+        }
+    }
     run.outputs = out_topics;
     run.changelogs = changelogs;
     Ok(run)

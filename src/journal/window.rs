@@ -1,0 +1,233 @@
+//! `[journal]`: finished runs filed into tumbling windows by `finished_at` (DESIGN §5.1), on
+//! `job-runs.v1` keyed by [`JobRunWindowKey`] — a compacted topic where each emission
+//! supersedes the last for its window.
+//!
+//! * Input: the runs `[runs]` re-keyed by window start onto the internal
+//!   `journal_repartition` topic, with `[runs]`'s stream time forwarded to every partition,
+//!   so windows close in a quiet cluster too.
+//! * A window holds every run filed in it, **by run UID**: a run seen again (relist, replay)
+//!   changes nothing; one that differs replaces its earlier version.
+//! * A changed window is emitted at most once per `emit_interval_ms` of stream time (a
+//!   window is rewritten whole: emitting on every run would be quadratic), and once more,
+//!   `is_final`, when stream time passes window end + `grace_ms`.
+//! * A run arriving after its window was final (a relist finding a three-hour-old run)
+//!   re-opens it: a new revision, still `is_final`, within `retention_ms` of the window's
+//!   end. Beyond retention the run is refused with reason `beyond_retention` (the runtime
+//!   dead-letters it) and the window's state is gone.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::model::JobRun;
+use crate::runtime::{
+    KvStore, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StateStore, StreamTime,
+};
+
+/// Settings of `[journal]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JournalConfig {
+    /// Window length, in milliseconds (tumbling, aligned to the epoch).
+    pub window_length_ms: i64,
+    /// How long after a window's end it becomes final, in milliseconds of stream time.
+    pub grace_ms: i64,
+    /// How long after a window's end a late run still re-opens it, in milliseconds.
+    pub retention_ms: i64,
+    /// Least stream time between two emissions of a changing window, in milliseconds.
+    pub emit_interval_ms: i64,
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        Self {
+            window_length_ms: 3_600_000,
+            grace_ms: 600_000,
+            retention_ms: 7 * 24 * 3_600_000,
+            emit_interval_ms: 10_000,
+        }
+    }
+}
+
+impl JournalConfig {
+    /// Start of the window holding `at`.
+    pub fn window_start(&self, at: i64) -> i64 {
+        at - at.rem_euclid(self.window_length_ms)
+    }
+}
+
+/// `io.kubefacts.v1.JobRunWindowKey`: the key of `job-runs.v1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRunWindowKey {
+    /// Window start, epoch ms.
+    pub window_start: i64,
+    /// Window length, ms.
+    pub window_length_ms: i64,
+}
+
+impl JobRunWindowKey {
+    /// Full name of the Avro record.
+    pub const FULL_NAME: &str = "io.kubefacts.v1.JobRunWindowKey";
+}
+
+/// `io.kubefacts.v1.JobRunWindow`: one window's journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRunWindow {
+    /// Window start, epoch ms.
+    pub window_start: i64,
+    /// Window length, ms.
+    pub window_length_ms: i64,
+    /// Increases with every emission for the window; the highest wins.
+    pub revision: i64,
+    /// Stream time had passed window end + grace at emission.
+    pub is_final: bool,
+    /// Stream time at emission.
+    pub stream_time: i64,
+    /// Every run of the window, sorted by `finished_at`, then `run_uid`.
+    pub runs: Vec<JobRun>,
+}
+
+impl JobRunWindow {
+    /// Full name of the Avro record.
+    pub const FULL_NAME: &str = "io.kubefacts.v1.JobRunWindow";
+}
+
+/// What `[journal]` keeps per window.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowState {
+    /// Runs by UID.
+    pub runs: BTreeMap<String, JobRun>,
+    /// Revision of the last emission (0: never emitted).
+    pub revision: i64,
+    /// Stream time of the last emission.
+    pub emitted_at: Option<StreamTime>,
+    /// Changed since the last emission.
+    pub dirty: bool,
+    /// The last emission was final.
+    pub final_emitted: bool,
+}
+
+/// The `[journal]` processor of one task.
+#[derive(Debug)]
+pub struct Journal {
+    cfg: JournalConfig,
+    windows: KvStore<i64, WindowState>,
+}
+
+impl Journal {
+    /// `[journal]`'s output.
+    pub const OUTPUTS: [OutputPort; 1] = [OutputPort {
+        topic: "job_runs",
+        record: JobRunWindow::FULL_NAME,
+        compacted: true,
+        key_record: Some(JobRunWindowKey::FULL_NAME),
+    }];
+
+    /// A journal with empty state.
+    pub fn new(cfg: JournalConfig) -> Self {
+        Self { cfg, windows: KvStore::new("windows") }
+    }
+
+    /// The state of the window starting at `start`.
+    pub fn window(&self, start: i64) -> Option<&WindowState> {
+        self.windows.get(&start)
+    }
+
+    fn end(&self, start: i64) -> i64 {
+        start + self.cfg.window_length_ms
+    }
+
+    fn emit(&mut self, start: i64, mut state: WindowState, now: StreamTime, out: &mut Outputs) {
+        let is_final = now >= self.end(start) + self.cfg.grace_ms;
+        state.revision += 1;
+        state.emitted_at = Some(now);
+        state.dirty = false;
+        state.final_emitted = is_final;
+        let mut runs: Vec<JobRun> = state.runs.values().cloned().collect();
+        runs.sort_by(|a, b| (a.finished_at, &a.run_uid).cmp(&(b.finished_at, &b.run_uid)));
+        let key = JobRunWindowKey { window_start: start, window_length_ms: self.cfg.window_length_ms };
+        let record = JobRunWindow {
+            window_start: start,
+            window_length_ms: self.cfg.window_length_ms,
+            revision: state.revision,
+            is_final,
+            stream_time: now,
+            runs,
+        };
+        // Typed records of embedded schemas always encode; were it ever to fail, the window
+        // stays dirty and is emitted again at the next chance rather than lost.
+        if let Err(e) = out.emit_keyed(0, &key, &record) {
+            eprintln!("EMIT ERR {e}");
+            state.dirty = true;
+            state.revision -= 1;
+        }
+        self.windows.put(start, state);
+    }
+}
+
+impl Processor for Journal {
+    type Input = JobRun;
+
+    fn stores(&mut self) -> Vec<&mut dyn StateStore> {
+        vec![&mut self.windows]
+    }
+
+    fn process(
+        &mut self,
+        run: JobRun,
+        _meta: &RecordMeta,
+        now: StreamTime,
+        out: &mut Outputs,
+    ) -> Result<(), ProcessError> {
+        let start = self.cfg.window_start(run.finished_at);
+        if now > self.end(start) + self.cfg.retention_ms {
+            return Err(ProcessError {
+                reason: "beyond_retention",
+                detail: format!(
+                    "run {} finished at {} ms, its window ended more than {} ms before stream time {now}",
+                    run.run_uid, run.finished_at, self.cfg.retention_ms
+                ),
+            });
+        }
+        let mut state = self.windows.get(&start).cloned().unwrap_or_default();
+        if state.runs.get(&run.run_uid) == Some(&run) {
+            return Ok(()); // seen before: nothing changes
+        }
+        state.runs.insert(run.run_uid.clone(), run);
+        state.dirty = true;
+        if now >= self.end(start) + self.cfg.grace_ms {
+            // A late run re-opens a closed window now: stream time need not move again.
+            self.emit(start, state, now, out);
+        } else {
+            self.windows.put(start, state);
+        }
+        Ok(())
+    }
+
+    fn on_stream_time(&mut self, now: StreamTime, out: &mut Outputs) {
+        let due: Vec<(i64, WindowState)> = self
+            .windows
+            .iter()
+            .filter(|(start, w)| {
+                let end = **start + self.cfg.window_length_ms;
+                let finalizes = now >= end + self.cfg.grace_ms && !w.final_emitted && !w.runs.is_empty();
+                let interval = w.emitted_at.is_none_or(|at| now - at >= self.cfg.emit_interval_ms);
+                finalizes || (w.dirty && (interval || now >= end + self.cfg.grace_ms))
+            })
+            .map(|(s, w)| (*s, w.clone()))
+            .collect();
+        for (start, state) in due {
+            self.emit(start, state, now, out);
+        }
+        // Past retention nothing can re-open a window: forget it.
+        let expired: Vec<i64> = self
+            .windows
+            .iter()
+            .filter(|(start, _)| now > **start + self.cfg.window_length_ms + self.cfg.retention_ms)
+            .map(|(s, _)| *s)
+            .collect();
+        for start in expired {
+            self.windows.delete(&start);
+        }
+    }
+}
