@@ -441,6 +441,13 @@ async fn the_same_run_twice_changes_no_window() {
     for p in repartition.partitions.iter_mut() {
         let again = p.clone();
         p.extend(again);
+        // Then stream time moves well past the emission interval.
+        p.push(crate::runtime::driver::LogRecord {
+            key: Some(b"kubefacts.heartbeat".to_vec()),
+            value: None,
+            timestamp_ms: T0 + 20 * MIN,
+            heartbeat: true,
+        });
     }
     let outputs = OutputTopics {
         writers: vec![writer(&codec, JobRunWindow::FULL_NAME)],
