@@ -15,8 +15,6 @@
 //!   end. Beyond retention the run is refused with reason `beyond_retention` (the runtime
 //!   dead-letters it) and the window's state is gone.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::model::JobRun;
@@ -92,11 +90,12 @@ impl JobRunWindow {
     pub const FULL_NAME: &str = "io.kubefacts.v1.JobRunWindow";
 }
 
-/// What `[journal]` keeps per window.
+/// What `[journal]` keeps per window besides its runs (which are kept one by one, so a
+/// new run changes one small state entry, not the whole window).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowState {
-    /// Runs by UID.
-    pub runs: BTreeMap<String, JobRun>,
+    /// Runs filed in the window.
+    pub runs: u64,
     /// Revision of the last emission (0: never emitted).
     pub revision: i64,
     /// Stream time of the last emission.
@@ -112,6 +111,8 @@ pub struct WindowState {
 pub struct Journal {
     cfg: JournalConfig,
     windows: KvStore<i64, WindowState>,
+    /// (window start, run UID) → run.
+    runs: KvStore<(i64, String), JobRun>,
 }
 
 impl Journal {
@@ -125,7 +126,7 @@ impl Journal {
 
     /// A journal with empty state.
     pub fn new(cfg: JournalConfig) -> Self {
-        Self { cfg, windows: KvStore::new("windows") }
+        Self { cfg, windows: KvStore::new("windows"), runs: KvStore::new("runs") }
     }
 
     /// The state of the window starting at `start`.
@@ -143,7 +144,11 @@ impl Journal {
         state.emitted_at = Some(now);
         state.dirty = false;
         state.final_emitted = is_final;
-        let mut runs: Vec<JobRun> = state.runs.values().cloned().collect();
+        let mut runs: Vec<JobRun> = self
+            .runs
+            .range((start, String::new())..(start + 1, String::new()))
+            .map(|(_, r)| r.clone())
+            .collect();
         runs.sort_by(|a, b| (a.finished_at, &a.run_uid).cmp(&(b.finished_at, &b.run_uid)));
         let key = JobRunWindowKey { window_start: start, window_length_ms: self.cfg.window_length_ms };
         let record = JobRunWindow {
@@ -169,7 +174,7 @@ impl Processor for Journal {
     type Input = JobRun;
 
     fn stores(&mut self) -> Vec<&mut dyn StateStore> {
-        vec![&mut self.windows]
+        vec![&mut self.windows, &mut self.runs]
     }
 
     fn process(
@@ -189,11 +194,16 @@ impl Processor for Journal {
                 ),
             });
         }
-        let mut state = self.windows.get(&start).cloned().unwrap_or_default();
-        if state.runs.get(&run.run_uid) == Some(&run) {
+        let key = (start, run.run_uid.clone());
+        let known = self.runs.get(&key);
+        if known == Some(&run) {
             return Ok(()); // seen before: nothing changes
         }
-        state.runs.insert(run.run_uid.clone(), run);
+        let mut state = self.windows.get(&start).cloned().unwrap_or_default();
+        if known.is_none() {
+            state.runs += 1;
+        }
+        self.runs.put(key, run);
         state.dirty = true;
         if now >= self.end(start) + self.cfg.grace_ms {
             // A late run re-opens a closed window now: stream time need not move again.
@@ -210,7 +220,7 @@ impl Processor for Journal {
             .iter()
             .filter(|(start, w)| {
                 let end = **start + self.cfg.window_length_ms;
-                let finalizes = now >= end + self.cfg.grace_ms && !w.final_emitted && !w.runs.is_empty();
+                let finalizes = now >= end + self.cfg.grace_ms && !w.final_emitted && w.runs > 0;
                 let interval = w.emitted_at.is_none_or(|at| now - at >= self.cfg.emit_interval_ms);
                 finalizes || (w.dirty && (interval || now >= end + self.cfg.grace_ms))
             })
@@ -228,6 +238,14 @@ impl Processor for Journal {
             .collect();
         for start in expired {
             self.windows.delete(&start);
+            let gone: Vec<(i64, String)> = self
+                .runs
+                .range((start, String::new())..(start + 1, String::new()))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in gone {
+                self.runs.delete(&key);
+            }
         }
     }
 }

@@ -98,6 +98,11 @@ where
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.map.iter()
     }
+
+    /// The entries whose keys fall in `range`, in key order.
+    pub fn range<R: std::ops::RangeBounds<K>>(&self, range: R) -> impl Iterator<Item = (&K, &V)> {
+        self.map.range(range)
+    }
 }
 
 fn encode<T: Serialize>(v: &T) -> Vec<u8> {
