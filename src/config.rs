@@ -344,7 +344,8 @@ impl PipelineConfig {
             ));
         }
         let j = &self.journal;
-        if j.window_length_ms <= 0 || j.grace_ms < 0 || j.emit_interval_ms < 0 || j.retention_ms < j.grace_ms {
+        if j.window_length_ms <= 0 || j.grace_ms < 0 || j.emit_interval_ms < 0 || j.retention_ms < j.grace_ms
+        {
             return Err(invalid(
                 "journal",
                 "window_length_ms must be positive; grace_ms and emit_interval_ms not negative; \

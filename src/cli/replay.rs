@@ -79,7 +79,8 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let mut logs: BTreeMap<String, MemTopic> =
         topics.into_iter().map(|(_, _, log)| (log.name.clone(), log)).collect();
     let dead_letter = config.topics.full(&config.topics.dead_letter);
-    run_all_in_memory(&codec, &config, &config.process.stages, &mut logs, &dead_letter, args.partitions).await?;
+    run_all_in_memory(&codec, &config, &config.process.stages, &mut logs, &dead_letter, args.partitions)
+        .await?;
 
     fs::create_dir_all(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
     let mut written = 0usize;
