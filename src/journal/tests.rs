@@ -460,3 +460,140 @@ async fn the_same_run_twice_changes_no_window() {
             .unwrap();
     assert_eq!(run.outputs[0].len(), 1, "one emission: the duplicate changed nothing");
 }
+
+/// The five scenarios as golden files: the trace in (`<name>.trace.jsonl`) and
+/// every run out (`<name>.runs.json`: decoded JSON and the exact single-object bytes).
+/// `UPDATE_GOLDEN=1 cargo test --lib journal::tests::golden` rewrites them.
+#[tokio::test]
+async fn golden_runs_match_their_files() {
+    let succeeded_after_two_failures = vec![
+        (T0 - 500, "ADDED", cronjob(100)),
+        (
+            T0,
+            "ADDED",
+            job(
+                1,
+                Some(100),
+                json!({"completions": 1, "backoffLimit": 6}),
+                json!({"active": 1, "startTime": rfc(T0)}),
+            ),
+        ),
+        (T0 + 10_000, "MODIFIED", pod(11, 1, 1, "Error", None)),
+        (T0 + 20_000, "MODIFIED", pod(12, 1, 1, "Error", None)),
+        (T0 + 30_000, "MODIFIED", pod(13, 1, 0, "Completed", None)),
+        (
+            T0 + 31_000,
+            "MODIFIED",
+            job(
+                1,
+                Some(100),
+                json!({"completions": 1, "backoffLimit": 6}),
+                json!({"startTime": rfc(T0), "completionTime": rfc(T0 + 31_000), "succeeded": 1, "failed": 2,
+                   "conditions": [condition("Complete", "CompletionsReached", T0 + 31_000)]}),
+            ),
+        ),
+        heartbeat_after(T0 + 60_000),
+    ];
+    let backoff_limit_exceeded = vec![
+        (T0, "ADDED", job(2, None, json!({"backoffLimit": 2}), json!({"active": 1, "startTime": rfc(T0)}))),
+        (
+            T0 + 41_000,
+            "MODIFIED",
+            job(
+                2,
+                None,
+                json!({"backoffLimit": 2}),
+                json!({"startTime": rfc(T0), "failed": 3,
+            "conditions": [condition("Failed", "BackoffLimitExceeded", T0 + 41_000)]}),
+            ),
+        ),
+        heartbeat_after(T0 + 60_000),
+    ];
+    let failed_before_starting = vec![
+        (
+            T0 + 5_000,
+            "ADDED",
+            job(
+                3,
+                None,
+                json!({"activeDeadlineSeconds": 5}),
+                json!({"conditions": [condition("Failed", "DeadlineExceeded", T0 + 5_000)]}),
+            ),
+        ),
+        heartbeat_after(T0 + 60_000),
+    ];
+    let completions_9_of_which_3 = vec![
+        (
+            T0 + 50_000,
+            "ADDED",
+            job(
+                7,
+                None,
+                json!({"completions": 9, "parallelism": 3, "backoffLimit": 6}),
+                json!({"startTime": rfc(T0), "succeeded": 3, "failed": 7, "conditions": [condition("Failed", "BackoffLimitExceeded", T0 + 50_000)]}),
+            ),
+        ),
+        heartbeat_after(T0 + 60_000),
+    ];
+    let oom_and_error = vec![
+        (T0, "ADDED", job(8, None, json!({}), json!({"active": 1, "startTime": rfc(T0)}))),
+        (T0 + 30_000, "MODIFIED", pod(81, 8, 137, "OOMKilled", Some((1, "Error")))),
+        (T0 + 35_000, "MODIFIED", pod(82, 8, 0, "Completed", None)),
+        (
+            T0 + 40_000,
+            "MODIFIED",
+            job(
+                8,
+                None,
+                json!({}),
+                json!({"startTime": rfc(T0), "completionTime": rfc(T0 + 40_000),
+            "succeeded": 1, "failed": 1, "conditions": [condition("Complete", "CompletionsReached", T0 + 40_000)]}),
+            ),
+        ),
+        heartbeat_after(T0 + 60_000),
+    ];
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/journal");
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let codec = Codec::new(None).unwrap();
+    let w = writer(&codec, JobRun::FULL_NAME);
+    for (name, events) in [
+        ("succeeded-after-two-failed-pods", succeeded_after_two_failures),
+        ("backoff-limit-exceeded", backoff_limit_exceeded),
+        ("bare-job-failed-before-starting", failed_before_starting),
+        ("completions-9-of-which-3-succeeded", completions_9_of_which_3),
+        ("exits-137-oomkilled-and-1-error", oom_and_error),
+    ] {
+        let trace: String = events
+            .iter()
+            .map(|(at, ty, object)| match *ty {
+                "HEARTBEAT" => format!("{}\n", json!({"type": ty, "observed_at": rfc(*at)})),
+                _ => format!("{}\n", json!({"type": ty, "observed_at": rfc(*at), "object": object})),
+            })
+            .collect();
+        let runs = runs_of(events).await;
+        let out: Vec<Value> = runs
+            .iter()
+            .map(|r| {
+                let bytes = w.encode(r).unwrap();
+                json!({"run": serde_json::to_value(r).unwrap(),
+                       "bytes": bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()})
+            })
+            .collect();
+        let expected = serde_json::to_string_pretty(&out).unwrap() + "\n";
+        let (trace_path, runs_path) =
+            (dir.join(format!("{name}.trace.jsonl")), dir.join(format!("{name}.runs.json")));
+        if update {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&trace_path, &trace).unwrap();
+            std::fs::write(&runs_path, &expected).unwrap();
+            continue;
+        }
+        let read = |p: &std::path::Path| {
+            std::fs::read_to_string(p)
+                .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", p.display()))
+        };
+        assert_eq!(read(&trace_path), trace, "{name}: the scenario changed");
+        assert_eq!(read(&runs_path), expected, "{name}: runs or their bytes changed");
+        assert_eq!(out.len(), 1, "{name}: one run");
+    }
+}
