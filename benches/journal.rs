@@ -15,7 +15,7 @@ use kubefacts::{
     codec::{Codec, Framing, RecordWriter},
     journal::{JobRun, JobRunWindow, JobRunWindowKey, Journal, JournalConfig, Runs, runs::RunsConfig},
     observe::{InputTopic, MinimizeConfig, Observer, model::Source},
-    runtime::driver::{self, MemTopic, OutputTopics},
+    runtime::driver::{self, MemInputs, MemTopic, OutputTopics},
 };
 use synthetic::synthetic_trace;
 
@@ -43,28 +43,15 @@ fn main() {
     });
     let source = Source { cluster: "bench".into(), instance: "bench".into(), epoch: 1 };
     let mut observer = Observer::new(source, MinimizeConfig::default());
-    let (mut job_topic, mut pod_topic) =
-        (MemTopic::new("jobs", PARTITIONS), MemTopic::new("pods", PARTITIONS));
-    let (jw, pw) =
-        (writer(&codec, InputTopic::Jobs.full_name()), writer(&codec, InputTopic::Pods.full_name()));
+    let mut inputs = MemInputs::new(&codec, &Default::default(), PARTITIONS).unwrap();
     for e in entries {
         for released in observer.admit(e) {
             for obs in released.unwrap() {
-                let (topic, w) = match obs.topic {
-                    InputTopic::Jobs => (&mut job_topic, &jw),
-                    InputTopic::Pods => (&mut pod_topic, &pw),
-                    _ => continue,
-                };
-                let bytes = obs.record.encode(w).unwrap();
-                topic.produce(
-                    obs.key.as_deref().map(str::as_bytes),
-                    Some(bytes),
-                    obs.record.observed_at(),
-                    false,
-                );
+                inputs.push(&obs).unwrap();
             }
         }
     }
+    let (job_topic, pod_topic) = (inputs.topic(InputTopic::Jobs), inputs.topic(InputTopic::Pods));
     let observations = job_topic.len() + pod_topic.len();
     println!(
         "journal bench: {jobs} Jobs, {observations} Job and Pod observations (heartbeats and markers included) \
@@ -91,7 +78,7 @@ fn main() {
     for _ in 0..if benching { 4 } else { 1 } {
         let started = Instant::now();
         let r = rt
-            .block_on(driver::run("runs", &codec, &[&job_topic, &pod_topic], outputs(), |_| {
+            .block_on(driver::run("runs", &codec, &[job_topic, pod_topic], outputs(), |_| {
                 Runs::new(RunsConfig::default())
             }))
             .unwrap();

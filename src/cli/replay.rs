@@ -16,12 +16,12 @@ use clap::Args;
 
 use crate::{
     codec::{
-        Codec, Framing, RecordWriter,
+        Codec,
         json::{Timestamps, to_json},
     },
     config::PipelineConfig,
-    observe::{InputTopic, Observer, model::Source},
-    runtime::driver::MemTopic,
+    observe::{Observer, model::Source},
+    runtime::driver::{MemInputs, MemTopic},
 };
 
 use super::{observed::Observed, stages::run_all_in_memory};
@@ -52,23 +52,15 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let text =
         fs::read_to_string(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
     let codec = Codec::new(None)?;
-    let mut topics: Vec<(InputTopic, RecordWriter, MemTopic)> = Vec::new();
-    for topic in InputTopic::ALL {
-        let known = codec.schemas().current(topic.full_name())?;
-        let writer = RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint })?;
-        topics.push((topic, writer, MemTopic::new(topic.topic_name(&config.topics), args.partitions)));
-    }
+    let mut inputs = MemInputs::new(&codec, &config.topics, args.partitions)?;
 
     let source = Source { cluster: config.cluster.clone(), instance: "kubefacts-replay".into(), epoch: 1 };
     let mut observer =
         Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
     let mut observed = Observed::new("replay", &text, &mut observer);
     for batch in &mut observed {
-        for obs in batch {
-            let (_, writer, log) =
-                topics.iter_mut().find(|(t, _, _)| *t == obs.topic).expect("every input topic");
-            let bytes = obs.record.encode(writer)?;
-            log.produce(obs.key.as_deref().map(str::as_bytes), Some(bytes), obs.record.observed_at(), false);
+        for obs in &batch {
+            inputs.push(obs)?;
         }
     }
     let (entries, rejected) = (observed.entries, observed.rejected_total());
@@ -77,7 +69,7 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
 
     // Then the configured stages, in order, each over the topics before it.
     let mut logs: BTreeMap<String, MemTopic> =
-        topics.into_iter().map(|(_, _, log)| (log.name.clone(), log)).collect();
+        inputs.into_topics().into_iter().map(|log| (log.name.clone(), log)).collect();
     let dead_letter = config.topics.full(&config.topics.dead_letter);
     run_all_in_memory(&codec, &config, &config.process.stages, &mut logs, &dead_letter, args.partitions)
         .await?;

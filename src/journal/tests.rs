@@ -11,7 +11,7 @@ use super::{
 use crate::{
     codec::{Codec, Framing, RecordWriter},
     observe::{InputTopic, MinimizeConfig, Observer, model::Source},
-    runtime::driver::{self, MemTopic, OutputTopics},
+    runtime::driver::{self, MemInputs, MemTopic, OutputTopics},
     trace,
 };
 
@@ -90,28 +90,16 @@ async fn runs_full(events: Vec<(i64, &str, Value)>, cfg: RunsConfig) -> (Vec<Job
     }));
     let source = Source { cluster: "c".into(), instance: "w".into(), epoch: 1 };
     let mut observer = Observer::new(source, MinimizeConfig::default());
-    let (mut jobs, mut pods) = (MemTopic::new("jobs", PARTITIONS), MemTopic::new("pods", PARTITIONS));
-    let (jw, pw) =
-        (writer(&codec, InputTopic::Jobs.full_name()), writer(&codec, InputTopic::Pods.full_name()));
+    let mut inputs = MemInputs::new(&codec, &Default::default(), PARTITIONS).unwrap();
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     for entry in trace::read(text.as_bytes()) {
         for released in observer.admit(entry.unwrap()) {
             for obs in released.unwrap() {
-                let (topic, w) = match obs.topic {
-                    InputTopic::Jobs => (&mut jobs, &jw),
-                    InputTopic::Pods => (&mut pods, &pw),
-                    _ => continue,
-                };
-                let bytes = obs.record.encode(w).unwrap();
-                topic.produce(
-                    obs.key.as_deref().map(str::as_bytes),
-                    Some(bytes),
-                    obs.record.observed_at(),
-                    false,
-                );
+                inputs.push(&obs).unwrap();
             }
         }
     }
+    let (jobs, pods) = (inputs.topic(InputTopic::Jobs), inputs.topic(InputTopic::Pods));
     let outputs = OutputTopics {
         writers: vec![writer(&codec, JobRun::FULL_NAME), writer(&codec, JobRun::FULL_NAME)],
         topics: vec![
@@ -121,7 +109,7 @@ async fn runs_full(events: Vec<(i64, &str, Value)>, cfg: RunsConfig) -> (Vec<Job
         key_writers: Vec::new(),
     };
     let mut tracked = 0;
-    let run = driver::run("runs", &codec, &[&jobs, &pods], outputs, |_| Runs::new(cfg)).await.unwrap();
+    let run = driver::run("runs", &codec, &[jobs, pods], outputs, |_| Runs::new(cfg)).await.unwrap();
     assert!(run.dead_letters.is_empty(), "{:?}", run.dead_letters);
     let mut out = Vec::new();
     for rec in run.outputs[0].partitions.iter().flatten() {
