@@ -45,7 +45,10 @@ fn demo_round_trips_every_observation_and_ships_no_secrets() {
         }
         outputs += 1;
     }
-    assert_eq!(outputs, 10, "a .jsonl and a .avro per input topic");
+    // A .jsonl and a .avro per input topic, and a .jsonl per processor output written to.
+    assert_eq!(outputs, 13, "10 input files + job-run-facts, the journal's repartition topic and job-runs");
+    assert!(dir.path().join("kubefacts.job-runs.v1.jsonl").exists());
+    assert!(stdout.contains("nightly-export-29932455      Failed (BackoffLimitExceeded)"), "{stdout}");
 
     // The guard above can fail: the trace itself carries those secrets.
     let trace = fs::read_to_string(support::repo_path("tests/fixtures/traces/demo.jsonl")).unwrap();

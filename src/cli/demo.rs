@@ -15,15 +15,20 @@ use std::{
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::observed::Observed;
+use super::{observed::Observed, replay::write_jsonl, stages::run_all_in_memory};
 use crate::{
     codec::{
         Codec, RecordWriter,
         json::{Timestamps, to_json},
     },
     config::PipelineConfig,
+    journal::JobRun,
     observe::{AdmissionCounts, InputTopic, ObservationRecord, Observer, model::Source},
+    runtime::driver::{MemInputs, MemTopic},
 };
+
+/// Partitions of the demo's in-memory topics (as `replay`'s default).
+const DEMO_PARTITIONS: i32 = 3;
 
 /// The trace `demo` runs on when none is given.
 pub const BUNDLED_TRACE: &str = include_str!("../../tests/fixtures/traces/demo.jsonl");
@@ -87,6 +92,8 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
     let mut tallies: BTreeMap<InputTopic, TopicTally> = BTreeMap::new();
     let mut round_trips = 0u64;
+    // What the processors read: the same observations, partitioned as on Kafka.
+    let mut inputs = MemInputs::new(&codec, &config.topics, DEMO_PARTITIONS)?;
     let mut observed = Observed::new("demo", &trace_text, &mut observer);
     for obs in (&mut observed).flatten() {
         let bytes = obs.record.encode(&writers[&obs.topic])?;
@@ -102,6 +109,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
             );
         }
         round_trips += 1;
+        inputs.push(&obs)?;
         let tally = tallies.entry(obs.topic).or_default();
         tally.records += 1;
         tally.bytes += bytes.len() as u64;
@@ -122,6 +130,29 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     let (entries, rejected) = (observed.entries, observed.rejected);
     observer.finish();
+
+    // The pipeline's stages over them, in memory, as `replay` runs them.
+    let mut logs: BTreeMap<String, MemTopic> =
+        inputs.into_topics().into_iter().map(|t| (t.name.clone(), t)).collect();
+    let input_names: std::collections::BTreeSet<String> = logs.keys().cloned().collect();
+    let dead_letter = config.topics.full(&config.topics.dead_letter);
+    run_all_in_memory(&codec, &config, &config.process.stages, &mut logs, &dead_letter, DEMO_PARTITIONS)
+        .await?;
+    let mut processed = Vec::new();
+    for (name, log) in &logs {
+        if !input_names.contains(name) && !log.is_empty() {
+            write_jsonl(&codec, log, &args.output).await?;
+            processed.push((name.clone(), log.len()));
+        }
+    }
+    let facts = config.topics.full(&config.topics.job_run_facts);
+    let mut runs: Vec<JobRun> = Vec::new();
+    for rec in logs.get(&facts).into_iter().flat_map(|t| t.partitions.iter().flatten()) {
+        if let Some(v) = &rec.value {
+            runs.push(codec.decode_as(v).await?);
+        }
+    }
+    runs.sort_by(|a, b| (a.finished_at, &a.run_name).cmp(&(b.finished_at, &b.run_name)));
     for (_, mut w) in jsonl {
         w.flush()?;
     }
@@ -140,6 +171,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         &args.output,
         &config,
     );
+    print_processors(&config, &processed, &runs);
     println!("\nfinished in {:.2} s", started.elapsed().as_secs_f64());
     Ok(())
 }
@@ -215,7 +247,31 @@ fn print_summary(
         "\noutputs in {}/: <topic>.jsonl (decoded, one record per line) and <topic>.avro (Avro object container files)",
         output.display()
     );
-    println!(
-        "processors (job-run journal, cleanup decisions, lease coverage, session projections) join this demo as they land"
-    );
+}
+
+/// The processors' part of the summary: what each stage wrote, and the runs filed.
+fn print_processors(config: &PipelineConfig, processed: &[(String, usize)], runs: &[JobRun]) {
+    let stages: Vec<&str> = config.process.stages.iter().map(|s| s.name()).collect();
+    println!("\nprocessors, in memory as on Kafka (stages: {}):", stages.join(" → "));
+    for (topic, n) in processed {
+        println!("  {topic:<40} {n:>6} records");
+    }
+    println!("\nfinished runs filed (job-run-facts):");
+    for r in runs {
+        let exits: Vec<String> = r
+            .exits
+            .iter()
+            .map(|e| format!("{}×{}/{}", e.count, e.exit_code, e.reason.as_deref().unwrap_or("-")))
+            .collect();
+        println!(
+            "  {:<28} {:?}{} — pods {} ok, {} failed; exits {}",
+            r.run_name,
+            r.result,
+            r.failure_reason.as_deref().map(|f| format!(" ({f})")).unwrap_or_default(),
+            r.succeeded_pods,
+            r.failed_pods,
+            if exits.is_empty() { "none".to_owned() } else { exits.join(", ") }
+        );
+    }
+    println!("(cleanup decisions, lease coverage and session projections join this demo as they land)");
 }

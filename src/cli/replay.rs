@@ -93,7 +93,11 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
 
 /// Writes a topic as JSON lines (`partition`, `offset`, `timestamp`, `key`, `value`),
 /// partition by partition, decoding values with the generic decoder.
-async fn write_jsonl(codec: &Codec, log: &MemTopic, dir: &std::path::Path) -> anyhow::Result<usize> {
+pub(super) async fn write_jsonl(
+    codec: &Codec,
+    log: &MemTopic,
+    dir: &std::path::Path,
+) -> anyhow::Result<usize> {
     let path = dir.join(format!("{}.jsonl", log.name));
     let mut out =
         BufWriter::new(File::create(&path).with_context(|| format!("creating {}", path.display()))?);
