@@ -178,15 +178,7 @@ fn replay_runs_the_configured_stages_and_dead_letters_what_they_cannot_use() {
         "[[process.stages]]\nprocessor = \"probe\"\ninputs = [\"kubefacts.jobs.v1\"]\noutputs = [\"kubefacts.job-counts.v1\"]\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-        .args(["replay", "--input"])
-        .arg(support::repo_path("tests/fixtures/traces/demo.jsonl"))
-        .arg("--output")
-        .arg(dir.path())
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = replay_demo(dir.path(), Some(&config));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let read = |name: &str| -> Vec<serde_json::Value> {
         let text = fs::read_to_string(dir.path().join(name)).unwrap();
@@ -209,15 +201,7 @@ fn replay_runs_the_configured_stages_and_dead_letters_what_they_cannot_use() {
         "[[process.stages]]\nprocessor = \"probe\"\ninputs = [\"nowhere\"]\noutputs = [\"x\"]\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-        .args(["replay", "--input"])
-        .arg(support::repo_path("tests/fixtures/traces/demo.jsonl"))
-        .arg("--output")
-        .arg(dir.path())
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = replay_demo(dir.path(), Some(&config));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("stage probe reads nowhere"), "{stderr}");
 }
@@ -304,13 +288,7 @@ fn replay_applies_admission_and_nothing_of_an_opted_out_namespace_leaves() {
 #[test]
 fn replay_of_the_demo_files_its_four_finished_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-        .args(["replay", "--input"])
-        .arg(support::repo_path("tests/fixtures/traces/demo.jsonl"))
-        .arg("--output")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = replay_demo(dir.path(), None);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = fs::read_to_string(dir.path().join("kubefacts.job-run-facts.v1.jsonl")).unwrap();
     let mut runs: Vec<String> = text
@@ -344,4 +322,17 @@ fn replay_of_the_demo_files_its_four_finished_runs() {
             "report-sync-29932450 SUCCEEDED - failed_pods=0 exits=1x0/Completed",
         ]
     );
+}
+
+/// `kubefacts replay` of the bundled demo trace into `out`, with an optional pipeline file.
+fn replay_demo(out: &std::path::Path, config: Option<&std::path::Path>) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubefacts"));
+    cmd.args(["replay", "--input"])
+        .arg(support::repo_path("tests/fixtures/traces/demo.jsonl"))
+        .arg("--output")
+        .arg(out);
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    cmd.output().unwrap()
 }
