@@ -214,6 +214,15 @@ impl Collector for StageCollector {
                 ConstCounter::new(load(value)).encode(family.encode_family(&labels)?)?;
             }
         }
+        let help = "Events the stage's processor counted in committed transactions (runs_filed, \
+                    runs_late, windows_finalized, …), by bounded event name.";
+        let mut family = e.encode_descriptor("processor_events", help, None, MetricType::Counter)?;
+        for s in stages.iter() {
+            for (event, n) in s.stats.events() {
+                let labels = [("stage", s.name.as_str()), ("event", event)];
+                ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
+            }
+        }
         Ok(())
     }
 }
@@ -460,8 +469,26 @@ mod tests {
 
     use super::*;
 
+    /// Stats of a stage whose processor has counted one kind of event (zero so far), so
+    /// every family has a series.
     fn stats() -> Arc<RuntimeStats> {
-        Arc::new(RuntimeStats::default())
+        let stats = RuntimeStats::default();
+        stats.add_events(BTreeMap::from([("runs_filed", 0)]));
+        Arc::new(stats)
+    }
+
+    #[test]
+    fn processor_events_follow_committed_counts_per_stage_and_event() {
+        let mut metrics = Metrics::new();
+        let runs = stats();
+        metrics.add_stage("runs", Arc::clone(&runs));
+        runs.add_events(BTreeMap::from([("runs_filed", 3), ("runs_late", 1)]));
+        runs.add_events(BTreeMap::from([("runs_filed", 2)]));
+        let out = metrics.encode();
+        let filed = sample(&out, "kubefacts_processor_events_total", "stage=\"runs\",event=\"runs_filed\"");
+        assert_eq!(filed.as_deref(), Some("5"), "{out}");
+        let late = sample(&out, "kubefacts_processor_events_total", "stage=\"runs\",event=\"runs_late\"");
+        assert_eq!(late.as_deref(), Some("1"), "{out}");
     }
 
     /// The value of the sample `name{labels}` (`name` alone when `labels` is empty), if present.
@@ -519,7 +546,7 @@ mod tests {
         metrics.add_stage("runs", stats()); // replaces, does not duplicate
         let out = metrics.encode();
         let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE ")).collect();
-        assert_eq!(types.len(), 8, "{out}");
+        assert_eq!(types.len(), 9, "{out}");
         assert_eq!(types.iter().collect::<BTreeSet<_>>().len(), types.len(), "{out}");
         assert!(out.lines().all(|l| l.starts_with('#') || !l.is_empty()));
         assert_eq!(out.matches("kubefacts_records_in_total{").count(), 3, "{out}");
@@ -748,7 +775,7 @@ mod tests {
         assert_eq!(sample(&out, "kubefacts_watch_terms_total", "").as_deref(), Some("2"), "{out}");
         assert_eq!(out.matches("kubefacts_watch_terms_total ").count(), 1, "{out}");
         let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE ")).collect();
-        assert_eq!(types.len(), 8 + 11, "{out}");
+        assert_eq!(types.len(), 9 + 11, "{out}");
         assert_eq!(types.iter().collect::<BTreeSet<_>>().len(), types.len(), "{out}");
         assert!(out.ends_with("# EOF\n"), "{out}");
     }

@@ -153,6 +153,7 @@ impl Runs {
                 detail: "a Job event without a Job".into(),
             });
         };
+        out.count("job_observations", 1);
         let uid = job.meta.uid.clone();
         let mut tracked = self.jobs.get(&uid).cloned().unwrap_or_default();
         tracked.epoch = obs.source.epoch;
@@ -176,8 +177,9 @@ impl Runs {
         Ok(())
     }
 
-    fn on_pod(&mut self, obs: PodObservation) {
+    fn on_pod(&mut self, obs: PodObservation, out: &mut Outputs) {
         let Some(pod) = obs.pod else { return };
+        out.count("pod_observations", 1);
         // Only a Job's Pods belong to a run; bare and session Pods are other processors'.
         let Some(job_uid) = pod.controller.as_ref().filter(|c| c.kind == "Job").map(|c| c.uid.clone()) else {
             return;
@@ -186,7 +188,9 @@ impl Runs {
         if tracked.filed {
             return; // the fact is written; a late termination cannot change it
         }
-        if count_terminations(&pod, &mut tracked) {
+        let new = count_terminations(&pod, &mut tracked);
+        if new > 0 {
+            out.count("terminations_counted", new);
             self.jobs.put(job_uid, tracked);
         }
     }
@@ -200,6 +204,7 @@ impl Runs {
             return Ok(());
         };
         tracked.filed = true;
+        out.count("runs_filed", 1);
         // The breakdown now lives in the fact; later terminations are ignored.
         tracked.exits.clear();
         tracked.seen.clear();
@@ -254,7 +259,7 @@ impl Processor for Runs {
         match input {
             RunsInput::Job(obs) => self.on_job(obs, now, out),
             RunsInput::Pod(obs) => {
-                self.on_pod(obs);
+                self.on_pod(obs, out);
                 Ok(())
             }
         }
@@ -341,18 +346,18 @@ pub fn run_of(job: &Job, exits: &BTreeMap<ExitKey, i64>) -> Option<JobRun> {
     })
 }
 
-/// Counts the Pod's terminations not counted yet; true if any was new.
-fn count_terminations(pod: &Pod, tracked: &mut TrackedJob) -> bool {
-    let mut changed = false;
+/// Counts the Pod's terminations not counted yet; returns how many were new.
+fn count_terminations(pod: &Pod, tracked: &mut TrackedJob) -> u64 {
+    let mut new = 0;
     for c in pod.containers.iter().chain(&pod.init_containers) {
         for t in [&c.last_state, &c.state].into_iter().flatten() {
             if tracked.seen.insert(termination_id(pod, &c.name, t)) {
                 *tracked.exits.entry((c.name.clone(), t.exit_code, t.reason.clone())).or_default() += 1;
-                changed = true;
+                new += 1;
             }
         }
     }
-    changed
+    new
 }
 
 /// A termination's identity: its container id, else what distinguishes it within the Pod.

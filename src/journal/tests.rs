@@ -43,10 +43,12 @@ struct Pipeline {
     windows: Vec<JobRunWindow>,
     /// Dead letters of the journal (reason codes).
     journal_dead_letters: Vec<String>,
+    /// Events counted: `[runs]`'s, then `[journal]`'s.
+    counts: (std::collections::BTreeMap<&'static str, u64>, std::collections::BTreeMap<&'static str, u64>),
 }
 
 async fn journal_of(events: Vec<(i64, &str, Value)>, journal: JournalConfig) -> Pipeline {
-    let (runs, _, repartition) =
+    let (runs, _, repartition, runs_counts) =
         runs_full(events, RunsConfig { window_length_ms: journal.window_length_ms, ..RunsConfig::default() })
             .await;
     let codec = Codec::new(None).unwrap();
@@ -72,15 +74,19 @@ async fn journal_of(events: Vec<(i64, &str, Value)>, journal: JournalConfig) -> 
         runs,
         windows,
         journal_dead_letters: run.dead_letters.iter().map(|d| d.reason.clone()).collect(),
+        counts: (runs_counts, run.counts.clone()),
     }
 }
 
 async fn runs_with(events: Vec<(i64, &str, Value)>, cfg: RunsConfig) -> (Vec<JobRun>, usize) {
-    let (runs, tracked, _) = runs_full(events, cfg).await;
+    let (runs, tracked, _, _) = runs_full(events, cfg).await;
     (runs, tracked)
 }
 
-async fn runs_full(events: Vec<(i64, &str, Value)>, cfg: RunsConfig) -> (Vec<JobRun>, usize, MemTopic) {
+async fn runs_full(
+    events: Vec<(i64, &str, Value)>,
+    cfg: RunsConfig,
+) -> (Vec<JobRun>, usize, MemTopic, std::collections::BTreeMap<&'static str, u64>) {
     let codec = Codec::new(None).unwrap();
     let mut lines: Vec<Value> = vec![json!({"type": "ADDED", "observed_at": T0 - 1_000, "object":
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "etl"}}})];
@@ -122,8 +128,9 @@ async fn runs_full(events: Vec<(i64, &str, Value)>, cfg: RunsConfig) -> (Vec<Job
             tracked = c.len();
         }
     }
+    let counts = run.counts.clone();
     let repartition = run.outputs.into_iter().nth(1).unwrap();
-    (out, tracked, repartition)
+    (out, tracked, repartition, counts)
 }
 
 fn job(n: u32, cronjob: Option<u32>, spec: Value, status: Value) -> Value {
@@ -381,6 +388,11 @@ async fn a_late_run_reopens_its_final_window_with_a_higher_revision() {
     let w: Vec<(i64, i64, bool, usize)> =
         p.windows.iter().map(|w| (w.window_start, w.revision, w.is_final, w.runs.len())).collect();
     assert_eq!(w, [(w0, 1, true, 1), (w0, 2, true, 2)], "re-opened, still final, revision 2");
+    let journal = &p.counts.1;
+    assert_eq!((journal["runs_filed"], journal["runs_late"], journal["windows_finalized"]), (2, 1, 1));
+    // Job and Pod observations are counted apart.
+    assert_eq!(p.counts.0["job_observations"], 2);
+    assert!(!p.counts.0.contains_key("pod_observations"), "no Pods in this trace");
 }
 
 #[tokio::test]
@@ -420,7 +432,7 @@ async fn a_run_beyond_retention_is_dead_lettered_not_filed() {
 #[tokio::test]
 async fn the_same_run_twice_changes_no_window() {
     let codec = Codec::new(None).unwrap();
-    let (_, _, mut repartition) = runs_full(
+    let (_, _, mut repartition, _) = runs_full(
         vec![(T0 + 5 * MIN, "ADDED", done(60, T0 + 5 * MIN)), heartbeat_after(T0 + 6 * MIN)],
         RunsConfig::default(),
     )

@@ -162,6 +162,8 @@ pub struct DriverRun {
     pub dead_letters: Vec<DeadLetter>,
     /// Input records read (heartbeats included).
     pub records_in: u64,
+    /// Processor events counted, all tasks.
+    pub counts: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// Writers and topics for a processor's outputs.
@@ -219,8 +221,13 @@ where
     let mut writers = Some(outputs.writers);
     let outputs_keys = outputs.key_writers;
     let mut changelogs: Vec<MemTopic> = Vec::new();
-    let mut run =
-        DriverRun { outputs: Vec::new(), changelogs: Vec::new(), dead_letters: Vec::new(), records_in: 0 };
+    let mut run = DriverRun {
+        outputs: Vec::new(),
+        changelogs: Vec::new(),
+        dead_letters: Vec::new(),
+        records_in: 0,
+        counts: std::collections::BTreeMap::new(),
+    };
 
     for partition in 0..partitions {
         // Writers are cheap to rebuild but not Clone: move them into each task and back.
@@ -265,6 +272,9 @@ where
                     LogRecord { key: Some(key), value, timestamp_ms: rec.timestamp_ms, heartbeat: false };
                 changelogs[store].append(partition, change);
             }
+        }
+        for (event, n) in task.take_counts() {
+            *run.counts.entry(event).or_default() += n;
         }
         writers = Some(task.into_writers());
     }

@@ -240,6 +240,23 @@ pub struct RuntimeStats {
     /// Records in the assigned input partitions not yet consumed (high watermark minus
     /// position, summed), refreshed every few seconds.
     pub lag: AtomicU64,
+    /// Processor events of committed transactions, by name.
+    pub events: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl RuntimeStats {
+    /// Adds the events of one committed transaction.
+    pub fn add_events(&self, counts: BTreeMap<&'static str, u64>) {
+        let mut events = self.events.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (event, n) in counts {
+            *events.entry(event).or_default() += n;
+        }
+    }
+
+    /// Processor events committed so far.
+    pub fn events(&self) -> BTreeMap<&'static str, u64> {
+        self.events.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
 }
 
 /// Rebalance events, recorded by the consumer's callbacks (which run inside `poll`) and
@@ -472,6 +489,7 @@ where
         producer.begin_transaction().map_err(|e| fenced_or(e, &transactional_id, "begin_transaction"))?;
         let mut offsets: BTreeMap<(usize, i32), i64> = BTreeMap::new();
         let mut failed: Option<KafkaError> = None;
+        let mut counted: BTreeMap<&'static str, u64> = BTreeMap::new();
         for (&partition, slot) in tasks.iter_mut() {
             let idle = slot
                 .waiting_since
@@ -506,6 +524,9 @@ where
             }
             slot.waiting_since =
                 if slot.merger.is_empty() { None } else { slot.waiting_since.or(Some(Instant::now())) };
+            for (event, n) in slot.task.take_counts() {
+                *counted.entry(event).or_default() += n;
+            }
             let stores = slot.task.store_names();
             for (store, (key, value)) in slot.task.take_changes() {
                 let topic = cfg.changelog_topic(&stores[store]);
@@ -525,6 +546,7 @@ where
         match result {
             Ok(()) => {
                 stats.commits.fetch_add(1, Ordering::Relaxed);
+                stats.add_events(counted);
             }
             Err(e) => {
                 if is_fatal(&e) {

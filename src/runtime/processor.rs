@@ -107,13 +107,22 @@ pub struct Outputs {
     partitions: Vec<i32>,
     now: StreamTime,
     records: Vec<OutputRecord>,
+    /// Processor events counted since the last take (`runs_filed`, `windows_finalized`, …).
+    counts: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Outputs {
     /// Outputs for ports with these writers and partition counts.
     pub fn new(writers: Vec<RecordWriter>, partitions: Vec<i32>) -> Self {
         assert_eq!(writers.len(), partitions.len(), "one partition count per port");
-        Self { writers, key_writers: Vec::new(), partitions, now: i64::MIN, records: Vec::new() }
+        Self {
+            writers,
+            key_writers: Vec::new(),
+            partitions,
+            now: i64::MIN,
+            records: Vec::new(),
+            counts: std::collections::BTreeMap::new(),
+        }
     }
 
     /// The same, with key writers for the ports keyed by Avro records (index = port).
@@ -188,5 +197,17 @@ impl Outputs {
     /// Takes the records emitted so far, in emission order.
     pub fn take(&mut self) -> Vec<OutputRecord> {
         std::mem::take(&mut self.records)
+    }
+
+    /// Counts `n` occurrences of a processor event (a bounded name, exported per stage as
+    /// `kubefacts_processor_events_total{stage, event}`). Counts of an aborted transaction
+    /// are dropped with it, so the totals match what was committed.
+    pub fn count(&mut self, event: &'static str, n: u64) {
+        *self.counts.entry(event).or_default() += n;
+    }
+
+    /// Takes the events counted so far.
+    pub fn take_counts(&mut self) -> std::collections::BTreeMap<&'static str, u64> {
+        std::mem::take(&mut self.counts)
     }
 }

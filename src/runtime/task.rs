@@ -113,6 +113,11 @@ impl<P: Processor> Task<P> {
         self.out.take()
     }
 
+    /// The processor events counted since the last call.
+    pub fn take_counts(&mut self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.out.take_counts()
+    }
+
     /// The store changes since the last call: (store index, change), stores in declared order.
     pub fn take_changes(&mut self) -> Vec<(usize, Change)> {
         let mut all = Vec::new();
