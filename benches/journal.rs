@@ -2,9 +2,10 @@
 //! per second through the pure processor in the in-memory driver, per core, and the state
 //! it keeps per tracked Job (postcard bytes, what the changelog and a restore carry).
 //!
-//! Run with `cargo bench --bench journal` (optionally `-- JOBS`, default 20 000 Jobs ≈
-//! 180 000 observations). Under `cargo test` it runs a small instance and checks the counts.
-//! `[journal]`'s windows join this benchmark when they land.
+//! Part 3 runs the same observations through `kubefacts process` (the default stages) on
+//! the real broker. Run with `cargo bench --bench journal` (optionally `-- JOBS`, default
+//! 20 000 Jobs ≈ 180 000 observations) after `scripts/infra/up.sh && source
+//! .cache/run/env`. Under `cargo test` it runs a small instance and checks the counts.
 
 #[path = "common/synthetic.rs"]
 mod synthetic;
@@ -123,4 +124,132 @@ fn main() {
         bytes as f64 / tracked as f64,
         bytes as f64 / 1_048_576.0
     );
+
+    // 3. On the broker: the same observations published to the input topics, then
+    // `kubefacts process` with the default stages ([runs] → [journal]), exactly once. The
+    // rate is input observations over the time from the first to the last committed offset.
+    let Ok(bootstrap) = std::env::var("KUBEFACTS_TEST_BOOTSTRAP") else {
+        panic!(
+            "KUBEFACTS_TEST_BOOTSTRAP is not set: part 3 runs on the real broker. Run \
+             `scripts/infra/up.sh && source .cache/run/env` first (./scripts/test.sh does that)."
+        )
+    };
+    let (rate, secs, share) =
+        broker_rate(&bootstrap, &codec, &observations_of(jobs), if benching { 300 } else { 120 });
+    if share > 0.5 {
+        println!(
+            "3. [runs] on the broker: n/a — the first transaction took {:.0} % of the backlog",
+            share * 100.0
+        );
+    } else {
+        println!(
+            "3. [runs] on the broker, exactly once ([journal] beside it) {rate:>8.0} observations/s   \
+             (the rest committed {secs:.1} s after the first commit)"
+        );
+    }
+}
+
+/// The observations of the synthetic cluster (with a final heartbeat), in order.
+fn observations_of(jobs: usize) -> Vec<kubefacts::observe::Observation> {
+    let mut entries = synthetic_trace(jobs);
+    let last = entries.last().map_or(0, |e| e.observed_at_ms);
+    entries.push(kubefacts::trace::TraceEntry {
+        observed_at_ms: last + 60_000,
+        event: kubefacts::trace::TraceEvent::Heartbeat,
+    });
+    let source = Source { cluster: "bench".into(), instance: "bench".into(), epoch: 1 };
+    let mut observer = Observer::new(source, MinimizeConfig::default());
+    entries.into_iter().flat_map(|e| observer.admit(e)).flat_map(|r| r.unwrap()).collect()
+}
+
+/// Publishes `observations`, runs `kubefacts process` with the default stages on their own
+/// topics, and returns (observations/s, seconds) between the first and the last commit of
+/// the `[runs]` stage's input offsets, and the share of the input the first commit held.
+fn broker_rate(
+    bootstrap: &str,
+    codec: &Codec,
+    observations: &[kubefacts::observe::Observation],
+    limit_secs: u64,
+) -> (f64, f64, f64) {
+    use rdkafka::{
+        ClientConfig, Offset, TopicPartitionList,
+        consumer::{BaseConsumer, Consumer},
+    };
+    let id = format!("bench-journal-{}-{}", std::process::id(), observations.len());
+    let topics = kubefacts::config::TopicsConfig { prefix: format!("{id}."), ..Default::default() };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    rt.block_on(async {
+        let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+            ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+        let specs: Vec<kubefacts::runtime::topics::TopicSpec> = InputTopic::ALL
+            .iter()
+            .map(|t| kubefacts::runtime::topics::TopicSpec::new(t.topic_name(&topics), PARTITIONS))
+            .collect();
+        kubefacts::runtime::topics::ensure_topics(&admin, &specs, true).await.unwrap();
+        let mut publisher = kubefacts::watch::Publisher::connect(bootstrap, codec, &topics).await.unwrap();
+        for obs in observations {
+            publisher.publish(obs).await.unwrap();
+        }
+        publisher.flush().await.unwrap();
+    });
+    let dir = std::env::temp_dir().join(&id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("pipeline.toml");
+    std::fs::write(
+        &config,
+        format!("[topics]\nprefix = \"{id}.\"\n[process]\napplication_id = \"{id}\"\ncreate_topics = true\npartitions = {PARTITIONS}\n"),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+        .args(["process", "--instance-id", "bench", "--bootstrap", bootstrap, "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("process.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let poller: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("{id}-runs"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let inputs = [InputTopic::Jobs.topic_name(&topics), InputTopic::Pods.topic_name(&topics)];
+    let total: i64 = inputs
+        .iter()
+        .flat_map(|t| (0..PARTITIONS).map(move |p| (t, p)))
+        .map(|(t, p)| poller.fetch_watermarks(t, p, std::time::Duration::from_secs(10)).unwrap().1)
+        .sum();
+    let committed = || -> i64 {
+        let mut tpl = TopicPartitionList::new();
+        for t in &inputs {
+            for p in 0..PARTITIONS {
+                tpl.add_partition(t, p);
+            }
+        }
+        poller.committed_offsets(tpl, std::time::Duration::from_secs(5)).map_or(0, |c| {
+            c.elements().iter().map(|e| if let Offset::Offset(o) = e.offset() { o } else { 0 }).sum()
+        })
+    };
+    let deadline = Instant::now() + std::time::Duration::from_secs(limit_secs);
+    let mut first: Option<(Instant, i64)> = None;
+    let last = loop {
+        let c = committed();
+        if c > 0 && first.is_none() {
+            first = Some((Instant::now(), c));
+        }
+        if c >= total {
+            break Instant::now();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process did not commit all {total} input records in {limit_secs} s; logs in {}",
+            dir.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let (t0, c0) = first.unwrap();
+    let secs = (last - t0).as_secs_f64().max(1e-3);
+    ((total - c0) as f64 / secs, secs, c0 as f64 / total as f64)
 }
