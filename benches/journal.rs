@@ -35,22 +35,11 @@ fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 
     // The watcher's output for the synthetic cluster, with a heartbeat at the end so every
-    // run's settle time passes.
-    let mut entries = synthetic_trace(jobs);
-    let last = entries.last().map_or(0, |e| e.observed_at_ms);
-    entries.push(kubefacts::trace::TraceEntry {
-        observed_at_ms: last + 60_000,
-        event: kubefacts::trace::TraceEvent::Heartbeat,
-    });
-    let source = Source { cluster: "bench".into(), instance: "bench".into(), epoch: 1 };
-    let mut observer = Observer::new(source, MinimizeConfig::default());
+    // run's settle time passes; the driver and the broker runs below both use it.
+    let observed = observations_of(jobs);
     let mut inputs = MemInputs::new(&codec, &Default::default(), PARTITIONS).unwrap();
-    for e in entries {
-        for released in observer.admit(e) {
-            for obs in released.unwrap() {
-                inputs.push(&obs).unwrap();
-            }
-        }
+    for obs in &observed {
+        inputs.push(obs).unwrap();
     }
     let (job_topic, pod_topic) = (inputs.topic(InputTopic::Jobs), inputs.topic(InputTopic::Pods));
     let observations = job_topic.len() + pod_topic.len();
@@ -134,8 +123,7 @@ fn main() {
              `scripts/infra/up.sh && source .cache/run/env` first (./scripts/test.sh does that)."
         )
     };
-    let (rate, secs, share) =
-        broker_rate(&bootstrap, &codec, &observations_of(jobs), if benching { 300 } else { 120 });
+    let (rate, secs, share) = broker_rate(&bootstrap, &codec, &observed, if benching { 300 } else { 120 });
     if share > 0.5 {
         println!(
             "3. [runs] on the broker: n/a — the first transaction took {:.0} % of the backlog",

@@ -45,6 +45,34 @@ impl KafkaArgs {
     }
 }
 
+/// Whether a verb that publishes observations creates the input topics it writes to.
+#[derive(Debug, clap::Args)]
+pub struct InputTopicArgs {
+    /// Create missing input topics with `--partitions` partitions.
+    #[arg(long)]
+    pub create_topics: bool,
+    /// Partitions of topics `--create-topics` creates.
+    #[arg(long, default_value_t = 3)]
+    pub partitions: i32,
+}
+
+impl InputTopicArgs {
+    /// Creates the input topics named by `topics` when `--create-topics` was given.
+    pub async fn ensure(&self, bootstrap: &str, topics: &crate::config::TopicsConfig) -> anyhow::Result<()> {
+        if !self.create_topics {
+            return Ok(());
+        }
+        let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+            rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
+        let specs: Vec<crate::runtime::topics::TopicSpec> = crate::observe::InputTopic::ALL
+            .iter()
+            .map(|t| crate::runtime::topics::TopicSpec::new(t.topic_name(topics), self.partitions))
+            .collect();
+        crate::runtime::topics::ensure_topics(&admin, &specs, true).await?;
+        Ok(())
+    }
+}
+
 /// Kubernetes observations to versioned, exactly-once Avro facts on Kafka.
 #[derive(Debug, Parser)]
 #[command(name = "kubefacts", version, about, long_about = None, propagate_version = true)]

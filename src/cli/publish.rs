@@ -5,13 +5,11 @@ use std::{path::PathBuf, time::Instant};
 
 use anyhow::Context;
 use clap::Args;
-use rdkafka::{ClientConfig, admin::AdminClient, client::DefaultClientContext};
 
 use super::observed::Observed;
 use crate::{
     config::PipelineConfig,
-    observe::{InputTopic, Observer, model::Source},
-    runtime::topics::{TopicSpec, ensure_topics},
+    observe::{Observer, model::Source},
     watch::Publisher,
 };
 
@@ -30,12 +28,9 @@ pub struct PublishArgs {
     /// Written into every record's `source.instance`. Default: the host name.
     #[arg(long, env = "KUBEFACTS_INSTANCE_ID")]
     pub instance_id: Option<String>,
-    /// Create missing input topics with `--partitions` partitions.
-    #[arg(long)]
-    pub create_topics: bool,
-    /// Partitions of topics `--create-topics` creates.
-    #[arg(long, default_value_t = 3)]
-    pub partitions: i32,
+    /// Input topic creation.
+    #[command(flatten)]
+    pub topics: super::InputTopicArgs,
 }
 
 pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
@@ -46,15 +41,7 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     };
     let text =
         std::fs::read_to_string(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
-    if args.create_topics {
-        let admin: AdminClient<DefaultClientContext> =
-            ClientConfig::new().set("bootstrap.servers", &args.kafka.bootstrap).create()?;
-        let specs: Vec<TopicSpec> = InputTopic::ALL
-            .iter()
-            .map(|t| TopicSpec::new(t.topic_name(&config.topics), args.partitions))
-            .collect();
-        ensure_topics(&admin, &specs, true).await?;
-    }
+    args.topics.ensure(&args.kafka.bootstrap, &config.topics).await?;
     let codec = args.kafka.codec()?;
     let mut publisher = Publisher::connect(&args.kafka.bootstrap, &codec, &config.topics).await?;
 

@@ -6,13 +6,10 @@ use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context;
 use clap::Args;
-use rdkafka::{ClientConfig, admin::AdminClient, client::DefaultClientContext};
 
 use crate::{
     config::PipelineConfig,
     metrics::{Metrics, MetricsServer},
-    observe::InputTopic,
-    runtime::topics::{TopicSpec, ensure_topics},
     watch::{Publisher, WatchStats, watcher},
 };
 
@@ -32,12 +29,9 @@ pub struct WatchArgs {
     /// host name (the Pod name in a Deployment).
     #[arg(long, env = "KUBEFACTS_INSTANCE_ID")]
     pub instance_id: Option<String>,
-    /// Create missing input topics with `--partitions` partitions.
-    #[arg(long)]
-    pub create_topics: bool,
-    /// Partitions of topics `--create-topics` creates.
-    #[arg(long, default_value_t = 3)]
-    pub partitions: i32,
+    /// Input topic creation.
+    #[command(flatten)]
+    pub topics: super::InputTopicArgs,
     /// Prometheus `/metrics` endpoint address (`host:port`).
     #[arg(long)]
     pub metrics_addr: Option<String>,
@@ -63,15 +57,7 @@ pub(super) async fn run(args: WatchArgs) -> anyhow::Result<()> {
     };
     let client = kube::Client::try_from(kube_config)?;
 
-    if args.create_topics {
-        let admin: AdminClient<DefaultClientContext> =
-            ClientConfig::new().set("bootstrap.servers", &args.kafka.bootstrap).create()?;
-        let specs: Vec<TopicSpec> = InputTopic::ALL
-            .iter()
-            .map(|t| TopicSpec::new(t.topic_name(&config.topics), args.partitions))
-            .collect();
-        ensure_topics(&admin, &specs, true).await?;
-    }
+    args.topics.ensure(&args.kafka.bootstrap, &config.topics).await?;
     let codec = args.kafka.codec()?;
     let mut publisher = Publisher::connect(&args.kafka.bootstrap, &codec, &config.topics).await?;
     let stats = Arc::new(WatchStats::default());

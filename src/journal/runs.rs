@@ -123,16 +123,6 @@ impl Runs {
         }
     }
 
-    /// The state kept for a Job UID.
-    pub fn tracked(&self, uid: &str) -> Option<&TrackedJob> {
-        self.jobs.get(&uid.to_owned())
-    }
-
-    /// Jobs tracked by this task.
-    pub fn tracked_jobs(&self) -> usize {
-        self.jobs.len()
-    }
-
     fn on_job(
         &mut self,
         obs: JobObservation,
@@ -141,7 +131,7 @@ impl Runs {
     ) -> Result<(), ProcessError> {
         match obs.event {
             ObservationEvent::SnapshotEnd => {
-                self.forget_unlisted(obs.source.epoch, now, out)?;
+                self.forget_unlisted(obs.source.epoch, out)?;
                 return Ok(());
             }
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
@@ -216,12 +206,7 @@ impl Runs {
 
     /// After a relist of Jobs (SNAPSHOT_END of `epoch`): a Job not re-listed was deleted
     /// while unobserved. What finished is filed; nothing is kept.
-    fn forget_unlisted(
-        &mut self,
-        epoch: i64,
-        now: StreamTime,
-        out: &mut Outputs,
-    ) -> Result<(), ProcessError> {
+    fn forget_unlisted(&mut self, epoch: i64, out: &mut Outputs) -> Result<(), ProcessError> {
         let gone: Vec<String> = self
             .jobs
             .iter()
@@ -237,7 +222,6 @@ impl Runs {
                 }
             }
         }
-        let _ = now;
         Ok(())
     }
 }

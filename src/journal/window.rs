@@ -129,11 +129,6 @@ impl Journal {
         Self { cfg, windows: KvStore::new("windows"), runs: KvStore::new("runs") }
     }
 
-    /// The state of the window starting at `start`.
-    pub fn window(&self, start: i64) -> Option<&WindowState> {
-        self.windows.get(&start)
-    }
-
     fn end(&self, start: i64) -> i64 {
         start + self.cfg.window_length_ms
     }

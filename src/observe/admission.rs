@@ -144,12 +144,13 @@ impl AdmissionCounts {
     }
 }
 
-/// What a held entry waits for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Missing {
-    Namespace(String),
-    CronJob(String),
-    Job(String),
+/// What must be observed before an object can be judged (held entries are re-judged
+/// whenever a Namespace, CronJob or Job verdict is recorded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unknown {
+    Namespace,
+    CronJob,
+    Job,
 }
 
 /// A deleted object whose verdict is remembered for a while.
@@ -172,7 +173,7 @@ pub struct Admission {
     jobs: HashMap<String, Verdict>,
     /// Deleted Jobs and CronJobs, oldest first, forgotten `remember_deleted_ms` later.
     deleted: VecDeque<(i64, Forget)>,
-    held: VecDeque<(TraceEntry, Missing)>,
+    held: VecDeque<TraceEntry>,
     counts: AdmissionCounts,
 }
 
@@ -246,8 +247,8 @@ impl Admission {
         let kind = object.kind();
         let decided = match self.decide(object) {
             Ok(v) => v,
-            Err(missing) => {
-                self.hold(entry, missing);
+            Err(_) => {
+                self.hold(entry);
                 return false;
             }
         };
@@ -285,7 +286,7 @@ impl Admission {
     }
 
     /// The verdict for an object, or what must be observed first.
-    fn decide(&self, object: &KubeObject) -> Result<Verdict, Missing> {
+    fn decide(&self, object: &KubeObject) -> Result<Verdict, Unknown> {
         let meta = match object {
             KubeObject::Lease(_) | KubeObject::Namespace(_) => return Ok(Verdict::Admitted),
             KubeObject::Pod(o) => &o.metadata,
@@ -301,7 +302,7 @@ impl Admission {
         }
         // 2. The namespace's annotation.
         match self.namespaces.get(namespace) {
-            None => return Err(Missing::Namespace(namespace.to_owned())),
+            None => return Err(Unknown::Namespace),
             Some(true) => return Ok(Verdict::Excluded(Step::NamespaceAnnotation)),
             Some(false) => {}
         }
@@ -316,7 +317,7 @@ impl Admission {
                 // 3. The scheduling CronJob, which must be known: it may opt the Job out.
                 if let Some(uid) = controller_uid(meta, "CronJob") {
                     match self.cronjobs.get(uid) {
-                        None => return Err(Missing::CronJob(uid.to_owned())),
+                        None => return Err(Unknown::CronJob),
                         Some(true) => return Ok(Verdict::Excluded(Step::CronJobAnnotation)),
                         Some(false) => {}
                     }
@@ -331,7 +332,7 @@ impl Admission {
                 // A Pod of a Job follows the Job.
                 if let Some(uid) = controller_uid(meta, "Job") {
                     match self.jobs.get(uid) {
-                        None => return Err(Missing::Job(uid.to_owned())),
+                        None => return Err(Unknown::Job),
                         Some(Verdict::Excluded(step)) => return Ok(Verdict::Excluded(*step)),
                         Some(Verdict::Admitted) => {}
                     }
@@ -353,10 +354,10 @@ impl Admission {
             .is_some_and(|v| v == "true")
     }
 
-    fn hold(&mut self, entry: TraceEntry, missing: Missing) {
-        self.held.push_back((entry, missing));
+    fn hold(&mut self, entry: TraceEntry) {
+        self.held.push_back(entry);
         while self.held.len() > self.cfg.max_held {
-            if let Some((old, _)) = self.held.pop_front() {
+            if let Some(old) = self.held.pop_front() {
                 self.exclude_unresolved(&old);
             }
         }
@@ -366,12 +367,12 @@ impl Admission {
     fn release(&mut self) -> Vec<TraceEntry> {
         let mut out = Vec::new();
         loop {
-            let ready = self.held.iter().position(|(e, _)| match &e.event {
+            let ready = self.held.iter().position(|e| match &e.event {
                 TraceEvent::Applied(o) | TraceEvent::Deleted(o) => self.decide(o).is_ok(),
                 _ => true,
             });
             let Some(i) = ready else { break };
-            let (entry, _) = self.held.remove(i).expect("index from position");
+            let entry = self.held.remove(i).expect("index from position");
             self.judge(entry, &mut out);
         }
         out
@@ -379,11 +380,11 @@ impl Admission {
 
     /// Excludes held entries older than `hold_ms` before `now` (all of them when `all`).
     fn expire(&mut self, now: i64, all: bool) {
-        while let Some((entry, _)) = self.held.front() {
+        while let Some(entry) = self.held.front() {
             if !all && now - entry.observed_at_ms < self.cfg.hold_ms {
                 break;
             }
-            let (entry, _) = self.held.pop_front().expect("front exists");
+            let entry = self.held.pop_front().expect("front exists");
             self.exclude_unresolved(&entry);
         }
     }
@@ -409,7 +410,7 @@ impl Admission {
     /// Excludes every held entry of `kinds` (`None`: all).
     fn expire_kinds(&mut self, kinds: Option<&[String]>) {
         let held = std::mem::take(&mut self.held);
-        for (entry, missing) in held {
+        for entry in held {
             let matches = match (&entry.event, kinds) {
                 (_, None) => true,
                 (TraceEvent::Applied(o) | TraceEvent::Deleted(o), Some(kinds)) => {
@@ -420,7 +421,7 @@ impl Admission {
             if matches {
                 self.exclude_unresolved(&entry);
             } else {
-                self.held.push_back((entry, missing));
+                self.held.push_back(entry);
             }
         }
     }

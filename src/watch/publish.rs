@@ -131,11 +131,6 @@ impl Publisher {
         Ok(Self { producer, topics: out, in_flight: VecDeque::new(), counts: PublishCounts::default() })
     }
 
-    /// Partition count of an input topic.
-    pub fn partitions(&self, topic: InputTopic) -> i32 {
-        self.topics.iter().find(|(t, _)| *t == topic).map_or(0, |(_, o)| o.partitions)
-    }
-
     /// What has been published so far.
     pub fn counts(&self) -> &PublishCounts {
         &self.counts

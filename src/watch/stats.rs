@@ -51,16 +51,6 @@ impl WatchStats {
         counts.clone_into(&mut self.admission.lock().unwrap_or_else(PoisonError::into_inner));
     }
 
-    /// Events of `kind` so far.
-    pub fn events_of(&self, kind: &str) -> u64 {
-        self.events.lock().unwrap_or_else(PoisonError::into_inner).get(kind).copied().unwrap_or(0)
-    }
-
-    /// Relists of `kind` so far.
-    pub fn relists_of(&self, kind: &str) -> u64 {
-        self.relists.lock().unwrap_or_else(PoisonError::into_inner).get(kind).copied().unwrap_or(0)
-    }
-
     /// Whether this process leads now.
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Relaxed)
