@@ -13,6 +13,7 @@ mod synthetic;
 use std::time::Instant;
 
 use kubefacts::{
+    cleanup::CleanupDecision,
     codec::{Codec, Framing, RecordWriter},
     journal::{JobRun, JobRunWindow, JobRunWindowKey, Journal, JournalConfig, Runs, runs::RunsConfig},
     observe::{InputTopic, MinimizeConfig, Observer, model::Source},
@@ -49,10 +50,15 @@ fn main() {
     );
 
     let outputs = || OutputTopics {
-        writers: vec![writer(&codec, JobRun::FULL_NAME), writer(&codec, JobRun::FULL_NAME)],
+        writers: vec![
+            writer(&codec, JobRun::FULL_NAME),
+            writer(&codec, JobRun::FULL_NAME),
+            writer(&codec, CleanupDecision::FULL_NAME),
+        ],
         topics: vec![
             MemTopic::new("job-run-facts", PARTITIONS),
             MemTopic::new("journal-repartition", PARTITIONS),
+            MemTopic::new("cleanup-decisions", PARTITIONS),
         ],
         key_writers: Vec::new(),
     };

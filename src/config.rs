@@ -70,6 +70,12 @@ pub struct PipelineConfig {
     /// The job-run journal's windows.
     #[serde(default)]
     pub journal: crate::journal::JournalConfig,
+    /// Which finished Jobs `[runs]` decides to remove, and when.
+    #[serde(default)]
+    pub cleanup: crate::cleanup::CleanupConfig,
+    /// How `kubefacts cleaner` applies the decisions.
+    #[serde(default)]
+    pub cleaner: crate::cleanup::cleaner::CleanerConfig,
 }
 
 fn default_cluster() -> String {
@@ -86,6 +92,8 @@ impl Default for PipelineConfig {
             minimize: crate::observe::MinimizeConfig::default(),
             watch: crate::watch::watcher::WatchConfig::default(),
             journal: crate::journal::JournalConfig::default(),
+            cleanup: crate::cleanup::CleanupConfig::default(),
+            cleaner: crate::cleanup::cleaner::CleanerConfig::default(),
         };
         cfg.resolve_topic_refs("built-in default").expect("the built-in stages name known topics");
         cfg
@@ -120,6 +128,8 @@ pub struct TopicsConfig {
     pub journal_repartition: String,
     /// Replicated cleanup decisions (key: Job UID).
     pub cleanup_decisions: String,
+    /// What `kubefacts cleaner` did with each decision (key: Job UID).
+    pub cleanup_outcomes: String,
     /// Lease-coverage alerts (key: subject UID).
     pub coverage_alerts: String,
     /// Session projections (key: session id), compacted.
@@ -141,6 +151,7 @@ impl Default for TopicsConfig {
             job_runs: "job-runs.v1".into(),
             journal_repartition: "internal.journal-repartition.v1".into(),
             cleanup_decisions: "cleanup-decisions.v1".into(),
+            cleanup_outcomes: "cleanup-outcomes.v1".into(),
             coverage_alerts: "coverage-alerts.v1".into(),
             session_projections: "session-projections.v1".into(),
             dead_letter: "dead-letter.v1".into(),
@@ -196,8 +207,12 @@ impl Default for ProcessConfig {
                     name: None,
                     processor: "runs".into(),
                     inputs: vec!["topics.jobs".into(), "topics.pods".into()],
-                    globals: Vec::new(),
-                    outputs: vec!["topics.job_run_facts".into(), "topics.journal_repartition".into()],
+                    globals: vec!["topics.jobs".into()],
+                    outputs: vec![
+                        "topics.job_run_facts".into(),
+                        "topics.journal_repartition".into(),
+                        "topics.cleanup_decisions".into(),
+                    ],
                 },
                 StageConfig {
                     name: None,
@@ -246,7 +261,7 @@ impl TopicsConfig {
         format!("{}{name}", self.prefix)
     }
 
-    fn named(&self) -> [(&'static str, &str); 12] {
+    fn named(&self) -> [(&'static str, &str); 13] {
         [
             ("pods", &self.pods),
             ("jobs", &self.jobs),
@@ -257,6 +272,7 @@ impl TopicsConfig {
             ("job_runs", &self.job_runs),
             ("journal_repartition", &self.journal_repartition),
             ("cleanup_decisions", &self.cleanup_decisions),
+            ("cleanup_outcomes", &self.cleanup_outcomes),
             ("coverage_alerts", &self.coverage_alerts),
             ("session_projections", &self.session_projections),
             ("dead_letter", &self.dead_letter),
@@ -353,6 +369,7 @@ impl PipelineConfig {
                     .into(),
             ));
         }
+        self.validate_cleanup(&invalid)?;
         if self.watch.heartbeat_interval_ms == 0 {
             return Err(invalid("watch.heartbeat_interval_ms", "must be at least 1".into()));
         }
@@ -363,6 +380,46 @@ impl PipelineConfig {
             .find(|l| l.split_once('/').is_none_or(|(n, m)| n.is_empty() || m.is_empty()))
         {
             return Err(invalid("watch.leases", format!("{bad:?} is not namespace/name")));
+        }
+        Ok(())
+    }
+}
+
+impl PipelineConfig {
+    /// `[cleanup]` and `[cleaner]` in range, and a dependency annotation that reaches `[runs]`:
+    /// shipped by the watcher, and read from every partition of the jobs topic.
+    fn validate_cleanup(&self, invalid: &dyn Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
+        if let Err((key, why)) = self.cleanup.check() {
+            return Err(invalid(&format!("cleanup.{key}"), why));
+        }
+        if let Err((key, why)) = self.cleaner.check() {
+            return Err(invalid(&format!("cleaner.{key}"), why));
+        }
+        let annotation = &self.cleanup.dependency_annotation;
+        if annotation.is_empty() || !self.cleanup.enabled() {
+            return Ok(());
+        }
+        if !self.minimize.annotation_keys.contains(annotation) {
+            return Err(invalid(
+                "cleanup.dependency_annotation",
+                format!(
+                    "{annotation:?} must also be listed in minimize.annotation_keys, or the watcher drops it \
+                     and no dependency is ever seen (set it to \"\" to turn dependency holds off)"
+                ),
+            ));
+        }
+        let jobs = self.topics.full(&self.topics.jobs);
+        for (i, stage) in self.process.stages.iter().enumerate() {
+            if stage.processor == "runs" && !stage.globals.contains(&jobs) {
+                return Err(invalid(
+                    &format!("process.stages[{i}].globals"),
+                    format!(
+                        "stage {:?} must read {jobs:?} as a global (globals = [\"topics.jobs\"]): a Job's \
+                         dependents may sit in any partition; or set cleanup.dependency_annotation = \"\"",
+                        stage.name()
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -469,11 +526,49 @@ mod tests {
         assert!(e.to_string().contains("process.partitions"), "{e}");
         // `topics.<key>` follows [topics]; an unknown key is refused, naming the stage.
         let refs = "[topics]\nprefix = \"x.\"\n[[process.stages]]\nprocessor = \"runs\"\n\
-                    inputs = [\"topics.jobs\", \"topics.pods\"]\noutputs = [\"topics.job_run_facts\"]\n";
+                    inputs = [\"topics.jobs\", \"topics.pods\"]\nglobals = [\"topics.jobs\"]\n\
+                    outputs = [\"topics.job_run_facts\"]\n";
         let cfg = PipelineConfig::parse(refs, "t.toml").unwrap();
         assert_eq!(cfg.process.stages[0].inputs, ["x.jobs.v1", "x.pods.v1"]);
         assert_eq!(cfg.process.stages[0].outputs, ["x.job-run-facts.v1"]);
         let e = PipelineConfig::parse(&refs.replace("topics.pods", "topics.podz"), "t.toml").unwrap_err();
         assert!(e.to_string().contains("process.stages[0].inputs") && e.to_string().contains("podz"), "{e}");
+    }
+
+    #[test]
+    fn cleanup_settings_out_of_range_fail_at_start_naming_the_key() {
+        let default = include_str!("../pipelines/default.toml");
+        let bad = [
+            ("job_retention_secs = 3600", "job_retention_secs = -1", "cleanup.job_retention_secs"),
+            ("job_retention_secs = 3600", "job_retention_secs = 99999999999", "cleanup.job_retention_secs"),
+            ("cleanup_period_secs = 300", "cleanup_period_secs = 0", "cleanup.cleanup_period_secs"),
+            ("cleanup_period_secs = 300", "cleanup_period_secs = 604800", "cleanup.cleanup_period_secs"),
+            (
+                "max_decisions_per_sweep = 1000",
+                "max_decisions_per_sweep = 0",
+                "cleanup.max_decisions_per_sweep",
+            ),
+            ("max_deletes_per_sec = 10", "max_deletes_per_sec = 0", "cleaner.max_deletes_per_sec"),
+            // The watcher would drop the annotation: no dependency would ever be seen.
+            (
+                "annotation_keys = [\"kubefacts.io/depends-on\"]",
+                "annotation_keys = []",
+                "cleanup.dependency_annotation",
+            ),
+            // Dependents live in every partition.
+            ("globals = [\"topics.jobs\"]", "globals = []", "process.stages[0].globals"),
+        ];
+        for (from, to, key) in bad {
+            assert!(default.contains(from), "{from}");
+            let e = PipelineConfig::parse(&default.replace(from, to), "t.toml").unwrap_err();
+            assert!(e.to_string().contains(key), "{to}: {e}");
+        }
+        // Off: no dependency checks, so neither the annotation nor the global is needed.
+        let off = default
+            .replace("job_retention_secs = 3600", "job_retention_secs = 0")
+            .replace("globals = [\"topics.jobs\"]", "globals = []")
+            .replace("annotation_keys = [\"kubefacts.io/depends-on\"]", "annotation_keys = []");
+        let cfg = PipelineConfig::parse(&off, "t.toml").unwrap();
+        assert!(!cfg.cleanup.enabled());
     }
 }

@@ -13,6 +13,7 @@
 //! * [`metrics`] — the Prometheus endpoint.
 //! * [`cli`] — the `kubefacts` command line.
 
+pub mod cleanup;
 pub mod cli;
 pub mod codec;
 pub mod config;

@@ -46,9 +46,13 @@ fn demo_round_trips_every_observation_and_ships_no_secrets() {
         outputs += 1;
     }
     // A .jsonl and a .avro per input topic, and a .jsonl per processor output written to.
-    assert_eq!(outputs, 13, "10 input files + job-run-facts, the journal's repartition topic and job-runs");
+    assert_eq!(
+        outputs, 14,
+        "10 input files + job-run-facts, the journal's repartition topic, job-runs and cleanup-decisions"
+    );
     assert!(dir.path().join("kubefacts.job-runs.v1.jsonl").exists());
     assert!(stdout.contains("nightly-export-29932455      Failed (BackoffLimitExceeded)"), "{stdout}");
+    assert!(stdout.contains("backfill-2026-11") && stdout.contains("retention 300 s (JobTtl)"), "{stdout}");
 
     // The guard above can fail: the trace itself carries those secrets.
     let trace = fs::read_to_string(support::repo_path("tests/fixtures/traces/demo.jsonl")).unwrap();
@@ -335,4 +339,23 @@ fn replay_demo(out: &std::path::Path, config: Option<&std::path::Path>) -> std::
         cmd.arg("--config").arg(c);
     }
     cmd.output().unwrap()
+}
+
+#[test]
+fn replay_of_the_demo_decides_the_job_whose_ttl_ran_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = replay_demo(dir.path(), None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = fs::read_to_string(dir.path().join("kubefacts.cleanup-decisions.v1.jsonl")).unwrap();
+    let decisions: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect();
+    // backfill-2026-11 has ttlSecondsAfterFinished: 300 and the trace runs past it; the other
+    // runs are younger than the default hour.
+    assert_eq!(decisions.len(), 1, "{text}");
+    let d = &decisions[0]["value"];
+    assert_eq!(d["job"]["name"], "backfill-2026-11");
+    assert_eq!(decisions[0]["key"], d["job"]["uid"], "keyed by Job UID");
+    assert_eq!((d["retention_secs"].as_i64(), d["retention_source"].as_str()), (Some(300), Some("JOB_TTL")));
+    let (finished, decided) = (d["finished_at"].as_str().unwrap(), d["decided_at"].as_str().unwrap());
+    assert!(decided > finished, "{decided} after {finished}");
 }

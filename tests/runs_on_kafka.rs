@@ -10,7 +10,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kubefacts::{codec::Codec, journal::JobRun};
+use kubefacts::{
+    cleanup::CleanupDecision,
+    codec::{Codec, json::rfc3339_millis},
+    journal::JobRun,
+};
 use support::{infra, read_topic, repo_path, unique_name};
 
 /// The runs in a JSON-lines file written by `replay`, as canonical JSON strings.
@@ -130,6 +134,52 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
         assert_eq!(theirs["value"]["failed_pods"], run.failed_pods, "{}", run.run_name);
     }
     assert!(bytes.iter().all(|r| r.value.starts_with(&[0xC3, 0x01])), "single-object encoded (no registry)");
+
+    // [runs]' cleanup decisions: the same records, in the same order per partition, as the
+    // in-memory replay (the demo's backfill Job outlives its 300 s TTL; the heartbeat at
+    // 12:00 takes the other three past the default hour).
+    let decisions_topic = format!("{prefix}cleanup-decisions.v1");
+    let replayed_decisions: Vec<(i64, serde_json::Value)> =
+        std::fs::read_to_string(replay_dir.join(format!("{decisions_topic}.jsonl")))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                (v["partition"].as_i64().unwrap(), v["value"].clone())
+            })
+            .collect();
+    assert_eq!(replayed_decisions.len(), 4, "{replayed_decisions:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let on_kafka = loop {
+        let bootstrap = infra.bootstrap.clone();
+        let topic = decisions_topic.clone();
+        let records = tokio::task::spawn_blocking(move || read_topic(&bootstrap, &topic)).await.unwrap();
+        if records.len() >= replayed_decisions.len() || Instant::now() > deadline {
+            break records;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let mut got = Vec::new();
+    for r in &on_kafka {
+        let d: CleanupDecision = codec.decode_as(&r.value).await.unwrap();
+        assert_eq!(r.key.as_deref(), Some(d.job.uid.as_bytes()), "keyed by Job UID");
+        got.push((
+            i64::from(r.partition),
+            serde_json::json!({"uid": d.job.uid, "decided_at": rfc3339_millis(d.decided_at), "sweep": d.sweep}),
+        ));
+    }
+    let want: Vec<(i64, serde_json::Value)> = replayed_decisions
+        .iter()
+        .map(|(p, v)| {
+            (*p, serde_json::json!({"uid": v["job"]["uid"], "decided_at": v["decided_at"], "sweep": v["sweep"]}))
+        })
+        .collect();
+    assert_eq!(
+        got,
+        want,
+        "the same decisions on Kafka as in memory\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
 
     // [journal] on job-runs.v1, read committed and decoded by fastavro: per window, the
     // latest revision holds the same runs as the in-memory replay's latest revision.

@@ -17,9 +17,10 @@ use clap::Args;
 
 use super::{observed::Observed, replay::write_jsonl, stages::run_all_in_memory};
 use crate::{
+    cleanup::CleanupDecision,
     codec::{
         Codec, RecordWriter,
-        json::{Timestamps, to_json},
+        json::{Timestamps, rfc3339_millis, to_json},
     },
     config::PipelineConfig,
     journal::JobRun,
@@ -153,6 +154,14 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
     }
     runs.sort_by(|a, b| (a.finished_at, &a.run_name).cmp(&(b.finished_at, &b.run_name)));
+    let decided = config.topics.full(&config.topics.cleanup_decisions);
+    let mut decisions: Vec<CleanupDecision> = Vec::new();
+    for rec in logs.get(&decided).into_iter().flat_map(|t| t.partitions.iter().flatten()) {
+        if let Some(v) = &rec.value {
+            decisions.push(codec.decode_as(v).await?);
+        }
+    }
+    decisions.sort_by(|a, b| (a.decided_at, &a.job).cmp(&(b.decided_at, &b.job)));
     for (_, mut w) in jsonl {
         w.flush()?;
     }
@@ -171,7 +180,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         &args.output,
         &config,
     );
-    print_processors(&config, &processed, &runs);
+    print_processors(&config, &processed, &runs, &decisions);
     println!("\nfinished in {:.2} s", started.elapsed().as_secs_f64());
     Ok(())
 }
@@ -250,7 +259,12 @@ fn print_summary(
 }
 
 /// The processors' part of the summary: what each stage wrote, and the runs filed.
-fn print_processors(config: &PipelineConfig, processed: &[(String, usize)], runs: &[JobRun]) {
+fn print_processors(
+    config: &PipelineConfig,
+    processed: &[(String, usize)],
+    runs: &[JobRun],
+    decisions: &[CleanupDecision],
+) {
     let stages: Vec<&str> = config.process.stages.iter().map(|s| s.name()).collect();
     println!("\nprocessors, in memory as on Kafka (stages: {}):", stages.join(" → "));
     for (topic, n) in processed {
@@ -273,5 +287,23 @@ fn print_processors(config: &PipelineConfig, processed: &[(String, usize)], runs
             if exits.is_empty() { "none".to_owned() } else { exits.join(", ") }
         );
     }
-    println!("(cleanup decisions, lease coverage and session projections join this demo as they land)");
+    println!(
+        "\ncleanup decisions (retention {} s unless the Job's TTL is shorter; `kubefacts cleaner --apply` deletes):",
+        config.cleanup.job_retention_secs
+    );
+    if decisions.is_empty() {
+        println!("  none: no finished Job outlived its retention in this trace");
+    }
+    for d in decisions {
+        println!(
+            "  {:<28} finished {}, retention {} s ({:?}), decided at {} (sweep {})",
+            d.job.name,
+            rfc3339_millis(d.finished_at).unwrap_or_default(),
+            d.retention_secs,
+            d.retention_source,
+            rfc3339_millis(d.decided_at).unwrap_or_default(),
+            d.sweep
+        );
+    }
+    println!("(lease coverage and session projections join this demo as they land)");
 }

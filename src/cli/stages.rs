@@ -102,7 +102,7 @@ impl ProcessorName {
             Self::ProbeRekey => run_blocking(cfg, codec, handle, ports, |_| ProbeRekey::new(), stop, stats),
             Self::Runs => {
                 let runs = runs_config(settings);
-                run_blocking(cfg, codec, handle, ports, |_| Runs::new(runs), stop, stats)
+                run_blocking(cfg, codec, handle, ports, |_| Runs::new(runs.clone()), stop, stats)
             }
             Self::Journal => {
                 let journal = settings.journal;
@@ -149,9 +149,14 @@ impl ProcessorName {
     }
 }
 
-/// `[runs]`'s settings from the pipeline: it re-keys runs by the journal's window length.
+/// `[runs]`'s settings from the pipeline: it re-keys runs by the journal's window length and
+/// runs the `[cleanup]` sweep.
 fn runs_config(settings: &PipelineConfig) -> RunsConfig {
-    RunsConfig { window_length_ms: settings.journal.window_length_ms, ..RunsConfig::default() }
+    RunsConfig {
+        window_length_ms: settings.journal.window_length_ms,
+        cleanup: settings.cleanup.clone(),
+        ..RunsConfig::default()
+    }
 }
 
 /// A writer of the current revision of `record`, framed as single-object encoding (no

@@ -16,6 +16,14 @@
 //!   terminated state of every container and init container, told apart by container id —
 //!   by (container, exit code, reason); a Pod observed many times counts each termination
 //!   once. Reasons are copied as observed, never inferred from the code.
+//! * **Cleanup** (DESIGN §5.2): every `cleanup_period_secs` of stream time a sweep decides
+//!   which finished Jobs may be removed ([`crate::cleanup::policy`]), earliest expiry first,
+//!   at most `max_decisions_per_sweep`, and writes the decisions in the same transaction as
+//!   the state change. A decided Job is evicted; a small tombstone remembers it until the
+//!   Job is observed gone, so a relist or a late Pod cannot bring it back as a new run.
+//! * **Dependencies**: a pending Job naming others in the dependency annotation keeps them.
+//!   Dependents may sit in any partition, so the task also reads every partition of the
+//!   jobs topic (a global input) and keeps just the pending dependents.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,6 +31,10 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{ContainerExitCount, JobRun, OwnerKind, RunOwner, RunResult};
 use crate::{
+    cleanup::{
+        CleanupConfig, CleanupDecision, JobRef,
+        policy::{self, Keep, PendingDependents, Verdict},
+    },
     codec::{Codec, CodecError},
     observe::{
         JobObservation, ObservationEvent, PodObservation,
@@ -35,35 +47,49 @@ use crate::{
 };
 
 /// Settings of `[runs]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunsConfig {
     /// How long after a Job is first seen finished it is filed, in milliseconds of stream
     /// time (late Pod terminations still count).
     pub settle_ms: i64,
     /// The journal's window length, in milliseconds: runs are re-keyed by window for it.
     pub window_length_ms: i64,
+    /// How long a Job observed gone is remembered, in milliseconds of stream time: Pods
+    /// deleted with it keep arriving and must not bring it back.
+    pub remember_gone_ms: i64,
+    /// The cleanup sweep.
+    pub cleanup: CleanupConfig,
 }
 
 impl Default for RunsConfig {
     fn default() -> Self {
-        Self { settle_ms: 5_000, window_length_ms: super::window::JournalConfig::default().window_length_ms }
+        Self {
+            settle_ms: 5_000,
+            window_length_ms: super::window::JournalConfig::default().window_length_ms,
+            remember_gone_ms: 600_000,
+            cleanup: CleanupConfig::default(),
+        }
     }
 }
 
-/// `[runs]`'s inputs, in order: `jobs.v1`, `pods.v1`.
+/// `[runs]`'s inputs, in order: `jobs.v1`, `pods.v1` (co-partitioned), then optionally
+/// `jobs.v1` again as a global input (every partition), for the dependency holds.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunsInput {
-    /// A Job observation (or a marker or heartbeat of the jobs topic).
+    /// A Job observation (or a marker or heartbeat of the jobs topic) of this partition.
     Job(JobObservation),
     /// A Pod observation (or a marker or heartbeat of the pods topic).
     Pod(PodObservation),
+    /// A Job observation of any partition (the global input): only dependents are kept.
+    AnyJob(JobObservation),
 }
 
 impl DecodeInput for RunsInput {
     async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
         Ok(match input {
             0 => RunsInput::Job(codec.decode_as(bytes).await?),
-            _ => RunsInput::Pod(codec.decode_as(bytes).await?),
+            1 => RunsInput::Pod(codec.decode_as(bytes).await?),
+            _ => RunsInput::AnyJob(codec.decode_as(bytes).await?),
         })
     }
 }
@@ -88,6 +114,38 @@ pub struct TrackedJob {
     pub filed: bool,
 }
 
+/// A Job `[runs]` no longer tracks: decided for removal (and maybe still in the cluster), or
+/// observed gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ended {
+    /// Snapshot epoch of its latest observation.
+    pub epoch: i64,
+    /// When it was observed gone (stream time); `None` while a decided Job may still exist.
+    pub gone_at: Option<StreamTime>,
+}
+
+/// A pending Job that declares dependencies, from any partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dependent {
+    /// Partition of the jobs topic it was observed on (a relist there forgets it).
+    pub partition: i32,
+    /// Snapshot epoch of its latest observation.
+    pub epoch: i64,
+    /// Its namespace (where the names below are).
+    pub namespace: String,
+    /// The Jobs it depends on.
+    pub needs: Vec<String>,
+}
+
+/// Sweep bookkeeping.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sweeps {
+    /// Index (stream time / period) of the period last swept.
+    pub period: i64,
+    /// Sweeps run so far in this partition: the decisions' `sweep`.
+    pub count: i64,
+}
+
 /// The `[runs]` processor of one task.
 #[derive(Debug)]
 pub struct Runs {
@@ -98,16 +156,28 @@ pub struct Runs {
     /// The stream-time second last forwarded to the journal (changelogged, so a restarted
     /// task forwards the same heartbeats).
     forwarded: KvStore<(), i64>,
+    /// Jobs decided or gone, by UID.
+    ended: KvStore<String, Ended>,
+    /// Pending Jobs with dependencies, by UID.
+    dependents: KvStore<String, Dependent>,
+    sweeps: KvStore<(), Sweeps>,
 }
 
 impl Runs {
     /// `[runs]`'s outputs: the run facts (keyed by owner UID), and the same runs re-keyed by
     /// journal window start for `[journal]` (an internal topic that also carries stream time).
-    pub const OUTPUTS: [OutputPort; 2] = [
+    /// Third: the cleanup decisions (keyed by Job UID).
+    pub const OUTPUTS: [OutputPort; 3] = [
         OutputPort { topic: "job_run_facts", record: JobRun::FULL_NAME, compacted: false, key_record: None },
         OutputPort {
             topic: "journal_repartition",
             record: JobRun::FULL_NAME,
+            compacted: false,
+            key_record: None,
+        },
+        OutputPort {
+            topic: "cleanup_decisions",
+            record: CleanupDecision::FULL_NAME,
             compacted: false,
             key_record: None,
         },
@@ -120,7 +190,20 @@ impl Runs {
             jobs: KvStore::new("jobs"),
             due: KvStore::new("due"),
             forwarded: KvStore::new("forwarded"),
+            ended: KvStore::new("ended"),
+            dependents: KvStore::new("dependents"),
+            sweeps: KvStore::new("sweeps"),
         }
+    }
+
+    /// Jobs tracked (finished or not, decided ones excluded).
+    pub fn tracked_jobs(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Jobs remembered as decided or gone.
+    pub fn ended_jobs(&self) -> usize {
+        self.ended.len()
     }
 
     fn on_job(
@@ -131,7 +214,7 @@ impl Runs {
     ) -> Result<(), ProcessError> {
         match obs.event {
             ObservationEvent::SnapshotEnd => {
-                self.forget_unlisted(obs.source.epoch, out)?;
+                self.forget_unlisted(obs.source.epoch, now, out)?;
                 return Ok(());
             }
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
@@ -145,6 +228,16 @@ impl Runs {
         };
         out.count("job_observations", 1);
         let uid = job.meta.uid.clone();
+        if let Some(mut ended) = self.ended.get(&uid).copied() {
+            // Decided (or gone): never tracked again. A relist keeps the tombstone while the
+            // Job exists; its deletion starts the countdown to forgetting it.
+            ended.epoch = obs.source.epoch;
+            if obs.event == ObservationEvent::Deleted && ended.gone_at.is_none() {
+                ended.gone_at = Some(now);
+            }
+            self.ended.put(uid, ended);
+            return Ok(());
+        }
         let mut tracked = self.jobs.get(&uid).cloned().unwrap_or_default();
         tracked.epoch = obs.source.epoch;
         if tracked.finished_seen_at.is_none() && finished(&job) {
@@ -155,12 +248,9 @@ impl Runs {
         }
         tracked.job = Some(job);
         if obs.event == ObservationEvent::Deleted {
-            // Gone: file what finished now, and keep nothing.
+            // Gone: file what finished now, and keep only a tombstone for its Pods.
             self.file(&uid, &mut tracked, out)?;
-            self.jobs.delete(&uid);
-            if let Some(at) = tracked.finished_seen_at {
-                self.due.delete(&(at + self.cfg.settle_ms, uid));
-            }
+            self.evict(&uid, &tracked, Ended { epoch: obs.source.epoch, gone_at: Some(now) });
             return Ok(());
         }
         self.jobs.put(uid, tracked);
@@ -174,6 +264,9 @@ impl Runs {
         let Some(job_uid) = pod.controller.as_ref().filter(|c| c.kind == "Job").map(|c| c.uid.clone()) else {
             return;
         };
+        if self.ended.get(&job_uid).is_some() {
+            return; // its run is written and the Job evicted (Pods deleted with it, say)
+        }
         let mut tracked = self.jobs.get(&job_uid).cloned().unwrap_or_default();
         if tracked.filed {
             return; // the fact is written; a late termination cannot change it
@@ -204,9 +297,23 @@ impl Runs {
             .map_err(|e| ProcessError { reason: "encode_failed", detail: format!("run {uid}: {e}") })
     }
 
+    /// Stops tracking `uid`: its state and filing schedule go, a tombstone stays.
+    fn evict(&mut self, uid: &str, tracked: &TrackedJob, ended: Ended) {
+        self.jobs.delete(&uid.to_owned());
+        if let Some(at) = tracked.finished_seen_at {
+            self.due.delete(&(at + self.cfg.settle_ms, uid.to_owned()));
+        }
+        self.ended.put(uid.to_owned(), ended);
+    }
+
     /// After a relist of Jobs (SNAPSHOT_END of `epoch`): a Job not re-listed was deleted
-    /// while unobserved. What finished is filed; nothing is kept.
-    fn forget_unlisted(&mut self, epoch: i64, out: &mut Outputs) -> Result<(), ProcessError> {
+    /// while unobserved. What finished is filed; nothing but a tombstone is kept.
+    fn forget_unlisted(
+        &mut self,
+        epoch: i64,
+        now: StreamTime,
+        out: &mut Outputs,
+    ) -> Result<(), ProcessError> {
         let gone: Vec<String> = self
             .jobs
             .iter()
@@ -215,14 +322,145 @@ impl Runs {
             .map(|(uid, _)| uid.clone())
             .collect();
         for uid in gone {
-            if let Some(mut tracked) = self.jobs.delete(&uid) {
+            if let Some(mut tracked) = self.jobs.get(&uid).cloned() {
                 self.file(&uid, &mut tracked, out)?;
-                if let Some(at) = tracked.finished_seen_at {
-                    self.due.delete(&(at + self.cfg.settle_ms, uid));
-                }
+                self.evict(&uid, &tracked, Ended { epoch, gone_at: Some(now) });
             }
         }
+        let decided_gone: Vec<(String, Ended)> = self
+            .ended
+            .iter()
+            .filter(|(_, e)| e.gone_at.is_none() && e.epoch < epoch)
+            .map(|(uid, _)| (uid.clone(), Ended { epoch, gone_at: Some(now) }))
+            .collect();
+        for (uid, ended) in decided_gone {
+            self.ended.put(uid, ended);
+        }
         Ok(())
+    }
+
+    /// Keeps the pending dependents current from a Job observation of partition
+    /// `partition` (this task's own, or any through the global input).
+    fn track_dependent(&mut self, obs: &JobObservation, partition: i32) {
+        let annotation = &self.cfg.cleanup.dependency_annotation;
+        if annotation.is_empty() {
+            return;
+        }
+        match (&obs.event, &obs.job) {
+            (ObservationEvent::SnapshotEnd, _) => {
+                // That partition's relist is complete: who was not re-listed is gone.
+                let epoch = obs.source.epoch;
+                let stale: Vec<String> = self
+                    .dependents
+                    .iter()
+                    .filter(|(_, d)| d.partition == partition && d.epoch < epoch)
+                    .map(|(uid, _)| uid.clone())
+                    .collect();
+                for uid in stale {
+                    self.dependents.delete(&uid);
+                }
+            }
+            (ObservationEvent::Applied, Some(job)) if !finished(job) => {
+                let needs = policy::dependencies_of(job, annotation);
+                let uid = &job.meta.uid;
+                if needs.is_empty() {
+                    self.dependents.delete(uid);
+                } else {
+                    let dependent = Dependent {
+                        partition,
+                        epoch: obs.source.epoch,
+                        namespace: job.meta.namespace.clone(),
+                        needs,
+                    };
+                    if self.dependents.get(uid) != Some(&dependent) {
+                        self.dependents.put(uid.clone(), dependent);
+                    }
+                }
+            }
+            // Finished or deleted: no longer pending.
+            (ObservationEvent::Applied | ObservationEvent::Deleted, Some(job)) => {
+                self.dependents.delete(&job.meta.uid);
+            }
+            _ => {}
+        }
+    }
+
+    /// One cleanup sweep at stream time `now`: decides the expired finished Jobs, earliest
+    /// expiry first, at most `max_decisions_per_sweep`; forgets tombstones of Jobs gone
+    /// longer than `remember_gone_ms`.
+    fn sweep(&mut self, now: StreamTime, out: &mut Outputs) {
+        let mut sweeps = self.sweeps.get(&()).copied().unwrap_or_default();
+        sweeps.count += 1;
+        self.sweeps.put((), sweeps);
+        out.count("sweeps", 1);
+
+        let forget: Vec<String> = self
+            .ended
+            .iter()
+            .filter(|(_, e)| e.gone_at.is_some_and(|at| at + self.cfg.remember_gone_ms <= now))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in forget {
+            self.ended.delete(&uid);
+        }
+
+        let cfg = &self.cfg.cleanup;
+        if !cfg.enabled() {
+            return;
+        }
+        let mut pending = PendingDependents::default();
+        for dependent in self.dependents.iter().map(|(_, d)| d) {
+            pending.add(&dependent.namespace, &dependent.needs);
+        }
+        // Candidates by (expiry, UID): the oldest go first, ties in a fixed order.
+        let mut due: Vec<(i64, String, policy::Retention, i64)> = Vec::new();
+        let (mut suspended, mut deleting, mut held) = (0, 0, 0);
+        for (uid, tracked) in self.jobs.iter() {
+            let Some(job) = &tracked.job else { continue };
+            let Some((_, finished_at, _)) = finish(job) else { continue };
+            match policy::judge(cfg, job, finished_at, now, &pending) {
+                Verdict::Decide(r) => due.push((finished_at + r.secs * 1000, uid.clone(), r, finished_at)),
+                Verdict::NotYet => {}
+                Verdict::Keep(Keep::Suspended) => suspended += 1,
+                Verdict::Keep(Keep::BeingDeleted) => deleting += 1,
+                Verdict::Keep(Keep::DependedOn) => held += 1,
+            }
+        }
+        out.count("kept_suspended", suspended);
+        out.count("kept_being_deleted", deleting);
+        out.count("kept_depended_on", held);
+        due.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let cap = cfg.max_decisions_per_sweep as usize;
+        out.count("decisions_deferred", due.len().saturating_sub(cap) as u64);
+        for (_, uid, retention, finished_at) in due.into_iter().take(cap) {
+            let Some(mut tracked) = self.jobs.get(&uid).cloned() else { continue };
+            // A Job expiring before it settled (a TTL of 0, say) is filed first: its run is
+            // written before it may disappear.
+            if self.file(&uid, &mut tracked, out).is_err() {
+                continue;
+            }
+            let Some(job) = &tracked.job else { continue };
+            let decision = CleanupDecision {
+                job: JobRef {
+                    namespace: job.meta.namespace.clone(),
+                    name: job.meta.name.clone(),
+                    uid: uid.clone(),
+                },
+                owner: Some(owner_of(job)),
+                result: finish(job).map(|(result, _, _)| result),
+                finished_at,
+                retention_secs: retention.secs,
+                retention_source: retention.source,
+                decided_at: now,
+                sweep: sweeps.count,
+            };
+            if out.emit(2, uid.clone(), &decision).is_err() {
+                // Unencodable (cannot happen for a typed record): stays tracked, decided later.
+                continue;
+            }
+            out.count("decisions", 1);
+            self.evict(&uid, &tracked, Ended { epoch: tracked.epoch, gone_at: None });
+        }
     }
 }
 
@@ -230,20 +468,34 @@ impl Processor for Runs {
     type Input = RunsInput;
 
     fn stores(&mut self) -> Vec<&mut dyn StateStore> {
-        vec![&mut self.jobs, &mut self.due, &mut self.forwarded]
+        vec![
+            &mut self.jobs,
+            &mut self.due,
+            &mut self.forwarded,
+            &mut self.ended,
+            &mut self.dependents,
+            &mut self.sweeps,
+        ]
     }
 
     fn process(
         &mut self,
         input: RunsInput,
-        _meta: &RecordMeta,
+        meta: &RecordMeta,
         now: StreamTime,
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
         match input {
-            RunsInput::Job(obs) => self.on_job(obs, now, out),
+            RunsInput::Job(obs) => {
+                self.track_dependent(&obs, meta.partition);
+                self.on_job(obs, now, out)
+            }
             RunsInput::Pod(obs) => {
                 self.on_pod(obs, out);
+                Ok(())
+            }
+            RunsInput::AnyJob(obs) => {
+                self.track_dependent(&obs, meta.partition);
                 Ok(())
             }
         }
@@ -262,6 +514,17 @@ impl Processor for Runs {
                     self.jobs.put(uid, tracked);
                 }
             }
+        }
+        // A sweep when stream time enters a new period (none before the first period ends:
+        // a task's first record is not a boundary).
+        let period = now.div_euclid(self.cfg.cleanup.period_ms());
+        match self.sweeps.get(&()).copied() {
+            None => self.sweeps.put((), Sweeps { period, count: 0 }),
+            Some(s) if s.period < period => {
+                self.sweeps.put((), Sweeps { period, ..s });
+                self.sweep(now, out);
+            }
+            Some(_) => {}
         }
         // The journal's windows close on stream time: forward ours, once per second of it,
         // after the runs filed at this time (so the journal sees them advance its time).
@@ -286,31 +549,14 @@ pub fn finished(job: &Job) -> bool {
 
 /// The run of a finished Job (`None` while it has not finished).
 pub fn run_of(job: &Job, exits: &BTreeMap<ExitKey, i64>) -> Option<JobRun> {
-    if !finished(job) {
-        return None;
-    }
-    let condition =
-        |t: &str| job.status.conditions.iter().find(|c| c.type_ == t && c.status == ConditionStatus::True);
-    let (result, finished_at, failure_reason) = match (condition("Failed"), condition("Complete")) {
-        (Some(failed), _) => (RunResult::Failed, failed.last_transition_time, failed.reason.clone()),
-        (None, Some(complete)) => {
-            (RunResult::Succeeded, job.status.completion_time.or(complete.last_transition_time), None)
-        }
-        (None, None) => return None,
-    };
-    let owner = match &job.owner_cronjob {
-        Some(cj) => RunOwner { kind: OwnerKind::Cronjob, name: cj.name.clone(), uid: cj.uid.clone() },
-        None => RunOwner { kind: OwnerKind::Job, name: job.meta.name.clone(), uid: job.meta.uid.clone() },
-    };
+    let (result, finished_at, failure_reason) = finish(job)?;
     Some(JobRun {
         namespace: job.meta.namespace.clone(),
-        owner,
+        owner: owner_of(job),
         run_name: job.meta.name.clone(),
         run_uid: job.meta.uid.clone(),
         started_at: job.status.start_time,
-        // A finished Job without any time is malformed; the epoch would be a lie, so the
-        // last observation's creation time stands in, else 0 is avoided by the caller.
-        finished_at: finished_at.or(job.meta.creation_timestamp)?,
+        finished_at,
         result,
         failure_reason,
         succeeded_pods: job.status.succeeded_count(),
@@ -328,6 +574,34 @@ pub fn run_of(job: &Job, exits: &BTreeMap<ExitKey, i64>) -> Option<JobRun> {
             })
             .collect(),
     })
+}
+
+/// A finished Job's result, finish time and failure reason (`None` while it has not
+/// finished). The finish time is `completionTime` on success, the `Failed` condition's
+/// transition time on failure; a finished Job without either is malformed, and its creation
+/// time stands in rather than the epoch (without one, there is no run).
+pub fn finish(job: &Job) -> Option<(RunResult, i64, Option<String>)> {
+    if !finished(job) {
+        return None;
+    }
+    let condition =
+        |t: &str| job.status.conditions.iter().find(|c| c.type_ == t && c.status == ConditionStatus::True);
+    let (result, finished_at, failure_reason) = match (condition("Failed"), condition("Complete")) {
+        (Some(failed), _) => (RunResult::Failed, failed.last_transition_time, failed.reason.clone()),
+        (None, Some(complete)) => {
+            (RunResult::Succeeded, job.status.completion_time.or(complete.last_transition_time), None)
+        }
+        (None, None) => return None,
+    };
+    Some((result, finished_at.or(job.meta.creation_timestamp)?, failure_reason))
+}
+
+/// The run's owner: the scheduling CronJob, or the Job itself.
+fn owner_of(job: &Job) -> RunOwner {
+    match &job.owner_cronjob {
+        Some(cj) => RunOwner { kind: OwnerKind::Cronjob, name: cj.name.clone(), uid: cj.uid.clone() },
+        None => RunOwner { kind: OwnerKind::Job, name: job.meta.name.clone(), uid: job.meta.uid.clone() },
+    }
 }
 
 /// Counts the Pod's terminations not counted yet; returns how many were new.

@@ -107,15 +107,20 @@ async fn runs_full(
     }
     let (jobs, pods) = (inputs.topic(InputTopic::Jobs), inputs.topic(InputTopic::Pods));
     let outputs = OutputTopics {
-        writers: vec![writer(&codec, JobRun::FULL_NAME), writer(&codec, JobRun::FULL_NAME)],
+        writers: vec![
+            writer(&codec, JobRun::FULL_NAME),
+            writer(&codec, JobRun::FULL_NAME),
+            writer(&codec, crate::cleanup::CleanupDecision::FULL_NAME),
+        ],
         topics: vec![
             MemTopic::new("job-run-facts", PARTITIONS),
             MemTopic::new("journal-repartition", PARTITIONS),
+            MemTopic::new("cleanup-decisions", PARTITIONS),
         ],
         key_writers: Vec::new(),
     };
     let mut tracked = 0;
-    let run = driver::run("runs", &codec, &[jobs, pods], outputs, |_| Runs::new(cfg)).await.unwrap();
+    let run = driver::run("runs", &codec, &[jobs, pods], outputs, |_| Runs::new(cfg.clone())).await.unwrap();
     assert!(run.dead_letters.is_empty(), "{:?}", run.dead_letters);
     let mut out = Vec::new();
     for rec in run.outputs[0].partitions.iter().flatten() {

@@ -39,7 +39,8 @@ impl Default for MinimizeConfig {
     fn default() -> Self {
         Self {
             label_keys: vec![DEFAULT_SESSION_LABEL.to_owned()],
-            annotation_keys: Vec::new(),
+            // `[cleanup]` reads it: a Job's declared dependencies.
+            annotation_keys: vec![crate::cleanup::policy::DEFAULT_DEPENDENCY_ANNOTATION.to_owned()],
             session_label: DEFAULT_SESSION_LABEL.to_owned(),
         }
     }

@@ -432,7 +432,12 @@ where
     let mut tasks: BTreeMap<i32, TaskSlot<P>> = BTreeMap::new();
     let mut factory =
         TaskFactory { cfg, codec, stats, make, writers, key_writers, output_partitions, lanes, spare: None };
-    let input_index: HashMap<&str, usize> = all_topics.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+    // A topic may be both a co-partitioned input and a global (the jobs topic of `[runs]`):
+    // which it is depends on the consumer that read it.
+    let input_index: HashMap<&str, usize> =
+        cfg.inputs.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
+    let global_index: HashMap<&str, usize> =
+        cfg.globals.iter().enumerate().map(|(g, t)| (t.as_str(), cfg.inputs.len() + g)).collect();
 
     let mut lag_checked = Instant::now();
     let mut transactions = 0u64;
@@ -476,7 +481,7 @@ where
                     &global_consumer,
                     &mut tasks,
                     &factory.lanes,
-                    &input_index,
+                    &global_index,
                     cfg.max_batch_records,
                 );
             }
@@ -654,14 +659,14 @@ fn take_globals<P: Processor>(
     consumer: &BaseConsumer,
     tasks: &mut BTreeMap<i32, TaskSlot<P>>,
     lanes: &Lanes,
-    input_index: &HashMap<&str, usize>,
+    global_index: &HashMap<&str, usize>,
     max: usize,
 ) -> usize {
     let mut taken = 0;
     while taken < max {
         match consumer.poll(Duration::ZERO) {
             Some(Ok(m)) => {
-                let Some(&input) = input_index.get(m.topic()) else { continue };
+                let Some(&input) = global_index.get(m.topic()) else { continue };
                 let Some(gl) = lanes.global_lane(input, m.partition()) else { continue };
                 for slot in tasks.values_mut() {
                     if m.offset() >= slot.lane_next[gl] {
