@@ -129,19 +129,47 @@ fn main() {
              `scripts/infra/up.sh && source .cache/run/env` first (./scripts/test.sh does that)."
         )
     };
-    let (rate, secs, share) = broker_rate(&bootstrap, &codec, &observed, if benching { 300 } else { 120 });
-    if share > 0.5 {
-        println!(
-            "3. [runs] on the broker: n/a — the first transaction took {:.0} % of the backlog",
-            share * 100.0
-        );
-    } else {
-        println!(
-            "3. [runs] on the broker, exactly once ([journal] beside it) {rate:>8.0} observations/s   \
-             (the rest committed {secs:.1} s after the first commit)"
-        );
+    // Side by side: the default pipeline ([runs] also reads every partition of the jobs
+    // topic, for the cleanup's dependency holds) and the same without dependency holds.
+    let limit = if benching { 300 } else { 120 };
+    let variants = [
+        ("default pipeline", "deps", ""),
+        ("no dependency holds (no global jobs input)", "nodeps", NO_DEPENDENCY_HOLDS),
+    ];
+    let mut rates = Vec::new();
+    for (what, tag, extra) in variants {
+        let (rate, secs, share) = broker_rate(&bootstrap, &codec, &observed, tag, extra, limit);
+        if share > 0.5 {
+            println!(
+                "3. [runs] on the broker, {what}: n/a — the first transaction took {:.0} % of the backlog",
+                share * 100.0
+            );
+        } else {
+            println!(
+                "3. [runs] on the broker, exactly once, {what:<44} {rate:>8.0} observations/s   \
+                 (the rest committed {secs:.1} s after the first commit)"
+            );
+            rates.push(rate);
+        }
+    }
+    if let [with, without] = rates[..] {
+        println!("   the global jobs input costs {:.0} % of the rate", 100.0 * (1.0 - with / without));
     }
 }
+
+/// The default stages without the global jobs input (and so without dependency holds).
+const NO_DEPENDENCY_HOLDS: &str = r#"
+[cleanup]
+dependency_annotation = ""
+[[process.stages]]
+processor = "runs"
+inputs = ["topics.jobs", "topics.pods"]
+outputs = ["topics.job_run_facts", "topics.journal_repartition", "topics.cleanup_decisions"]
+[[process.stages]]
+processor = "journal"
+inputs = ["topics.journal_repartition"]
+outputs = ["topics.job_runs"]
+"#;
 
 /// The observations of the synthetic cluster (with a final heartbeat), in order.
 fn observations_of(jobs: usize) -> Vec<kubefacts::observe::Observation> {
@@ -163,13 +191,15 @@ fn broker_rate(
     bootstrap: &str,
     codec: &Codec,
     observations: &[kubefacts::observe::Observation],
+    tag: &str,
+    extra_toml: &str,
     limit_secs: u64,
 ) -> (f64, f64, f64) {
     use rdkafka::{
         ClientConfig, Offset, TopicPartitionList,
         consumer::{BaseConsumer, Consumer},
     };
-    let id = format!("bench-journal-{}-{}", std::process::id(), observations.len());
+    let id = format!("bench-journal-{}-{}-{tag}", std::process::id(), observations.len());
     let topics = kubefacts::config::TopicsConfig { prefix: format!("{id}."), ..Default::default() };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     rt.block_on(async {
@@ -191,7 +221,7 @@ fn broker_rate(
     let config = dir.join("pipeline.toml");
     std::fs::write(
         &config,
-        format!("[topics]\nprefix = \"{id}.\"\n[process]\napplication_id = \"{id}\"\ncreate_topics = true\npartitions = {PARTITIONS}\n"),
+        format!("[topics]\nprefix = \"{id}.\"\n[process]\napplication_id = \"{id}\"\ncreate_topics = true\npartitions = {PARTITIONS}\n{extra_toml}"),
     )
     .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubefacts"))
