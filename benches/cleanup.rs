@@ -260,7 +260,7 @@ fn simulate(jobs: u64, days: i64, cluster: Cluster) -> Outcome {
                 2 => {
                     decisions += 1;
                     if cluster == Cluster::Cleaned {
-                        let n = u64::from_str_radix(&String::from_utf8_lossy(&out.key)[24..], 10).unwrap();
+                        let n = String::from_utf8_lossy(&out.key)[24..].parse::<u64>().unwrap();
                         deletions.push_back((at + CLEANER_DELAY_MS, n));
                     }
                 }

@@ -1,5 +1,6 @@
 //! The `kubefacts` command line: one module per verb, each a thin shell over the library.
 
+mod cleaner;
 mod demo;
 mod observed;
 mod process;
@@ -12,6 +13,7 @@ mod watch;
 
 use clap::{Parser, Subcommand};
 
+pub use cleaner::CleanerArgs;
 pub use demo::DemoArgs;
 pub use process::ProcessArgs;
 pub use publish::PublishArgs;
@@ -101,6 +103,10 @@ pub enum Command {
     Publish(PublishArgs),
     /// Run a cluster trace through the pipeline in memory and write every topic as JSON lines.
     Replay(ReplayArgs),
+    /// Apply the cleanup decisions to the cluster (a dry run unless --apply): delete each
+    /// decided Job with a UID precondition, rate-limited, and record every outcome exactly
+    /// once.
+    Cleaner(Box<CleanerArgs>),
     /// Decode a topic's Avro records (Confluent or single-object framing) to JSON lines.
     Tail(TailArgs),
     /// List the embedded schemas and check their evolution (BACKWARD_TRANSITIVE).
@@ -113,6 +119,7 @@ impl Cli {
         match self.command {
             Command::Demo(args) => demo::run(args).await,
             Command::Tail(args) => tail::run(args).await,
+            Command::Cleaner(args) => cleaner::run(*args).await,
             Command::Process(args) => process::run(*args).await,
             Command::Replay(args) => replay::run(args).await,
             Command::Publish(args) => publish::run(args).await,

@@ -51,6 +51,15 @@
 //!   that changes nothing is a no-op: no new resourceVersion, no event.
 //! - Every error is a `Status` body with the apiserver's `reason` and `code`; unknown paths
 //!   are `404 NotFound`.
+//! - **Failure injection and recording** (for `kubefacts cleaner`): [`FakeKube::forbid`]
+//!   answers a namespace's requests of one verb `403 Forbidden` as RBAC does,
+//!   [`FakeKube::fail_requests`] answers them with any status (5xx, 429) for a number of
+//!   requests or for ever, [`FakeKube::recreate_after_get`] replaces a Job by a same-named one
+//!   with a new UID right after answering its `GET` (a re-creation racing the cleaner),
+//!   [`FakeKube::hold_delete_responses_after`] applies later `DELETE`s but withholds their
+//!   answers (a client killed between the deletion and its response), and
+//!   [`FakeKube::delete_requests`] lists every `DELETE` received, with its preconditions,
+//!   propagation policy and the status answered.
 //!
 //! Deliberately not implemented: discovery (`/api`, `/apis`; kube's `Api<K>` does not need
 //! it), protobuf and table output, metadata-only (`PartialObjectMetadata`) responses (full
@@ -67,7 +76,7 @@ use std::{
     pin::Pin,
     sync::{Arc, Mutex, MutexGuard, PoisonError},
     task::{Context, Poll},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
@@ -371,6 +380,59 @@ impl FakeKube {
         state.watches.len()
     }
 
+    /// Answers the next `times` requests (`None`: every request) of `verb` (`get`, `list`,
+    /// `watch`, `create`, `update`, `patch`, `delete`, or `*` for all) in `namespace` with
+    /// `code` and a Status body (`InternalError` for 500, `ServiceUnavailable` for 503,
+    /// `Timeout` for 504, `TooManyRequests` for 429, `Forbidden` for 403), before anything
+    /// is read or written. Injections are checked in the order they were added.
+    pub fn fail_requests(&self, namespace: &str, verb: &str, code: u16, times: Option<u32>) {
+        assert!(
+            matches!(code, 403 | 429 | 500 | 502 | 503 | 504),
+            "fail_requests: FakeKube injects 403, 429, 500, 502, 503 or 504, not {code}"
+        );
+        assert!(
+            matches!(verb, "*" | "get" | "list" | "watch" | "create" | "update" | "patch" | "delete"),
+            "fail_requests: unknown verb {verb:?}"
+        );
+        self.lock().injections.push(Injection {
+            namespace: namespace.to_string(),
+            verb: verb.to_string(),
+            code,
+            remaining: times,
+        });
+    }
+
+    /// RBAC says no: every request of `verb` (or `*`) in `namespace` is `403 Forbidden`,
+    /// with the apiserver's message naming the user, verb and resource.
+    pub fn forbid(&self, namespace: &str, verb: &str) {
+        self.fail_requests(namespace, verb, 403, None);
+    }
+
+    /// After answering the next successful `GET` of Job `namespace/name`, deletes it and
+    /// creates a Job with the same name and content but a new UID: a re-creation between a
+    /// client's read and its write. One-shot.
+    pub fn recreate_after_get(&self, namespace: &str, name: &str) {
+        self.lock().recreate_after_get.push((namespace.to_string(), name.to_string()));
+    }
+
+    /// `DELETE` requests after the first `n` are still carried out, but their responses
+    /// are withheld until [`release_delete_responses`](Self::release_delete_responses) (or
+    /// until the server is dropped): a client killed there has deleted without knowing it.
+    pub fn hold_delete_responses_after(&self, n: usize) {
+        self.lock().hold_deletes_after = Some(n);
+    }
+
+    /// Answers the withheld `DELETE` responses and stops withholding.
+    pub fn release_delete_responses(&self) {
+        self.lock().hold_deletes_after = None;
+    }
+
+    /// Every `DELETE` request received so far, in arrival order, whatever it was answered
+    /// (including injected failures and `503`s while down).
+    pub fn delete_requests(&self) -> Vec<DeleteRequest> {
+        self.lock().deletes.clone()
+    }
+
     /// The current (latest) resourceVersion.
     pub fn resource_version(&self) -> String {
         self.lock().rv.to_string()
@@ -379,6 +441,36 @@ impl FakeKube {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// One `DELETE` request as [`FakeKube::delete_requests`] recorded it.
+#[derive(Debug, Clone)]
+pub struct DeleteRequest {
+    /// Resource plural, e.g. `jobs`.
+    pub plural: &'static str,
+    /// Namespace (empty for cluster-scoped kinds).
+    pub namespace: String,
+    /// Object name.
+    pub name: String,
+    /// `preconditions.uid` of the DeleteOptions body.
+    pub precondition_uid: Option<String>,
+    /// `propagationPolicy` of the body (or of the query, as kubectl may send it).
+    pub propagation_policy: Option<String>,
+    /// The DeleteOptions body (`null` when empty or not JSON).
+    pub body: Value,
+    /// HTTP status answered.
+    pub code: u16,
+    /// When it arrived.
+    pub at: Instant,
+}
+
+/// A failure injected by [`FakeKube::fail_requests`].
+#[derive(Debug)]
+struct Injection {
+    namespace: String,
+    verb: String,
+    code: u16,
+    remaining: Option<u32>,
 }
 
 /// The namespace key of an object of `rid`: empty for cluster-scoped kinds.
@@ -424,13 +516,18 @@ async fn handle(state: &Mutex<State>, req: Request<Incoming>) -> Response<Body> 
     let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let query = Query::parse(parts.uri.query().unwrap_or(""));
     // Never held across an await: everything after the body is read is synchronous.
-    state.lock().unwrap_or_else(PoisonError::into_inner).respond(
+    let (response, hold) = state.lock().unwrap_or_else(PoisonError::into_inner).respond(
         &parts.method,
         parts.uri.path(),
         &query,
         content_type,
         &body,
-    )
+    );
+    // A withheld DELETE response waits (without the lock) until released.
+    while hold && state.lock().unwrap_or_else(PoisonError::into_inner).hold_deletes_after.is_some() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    response
 }
 
 /// A watch response body: event lines from the channel until it closes or the
@@ -837,6 +934,10 @@ struct State {
     watches: Vec<OpenWatch>,
     lists: HashMap<Rid, usize>,
     watch_requests: HashMap<Rid, usize>,
+    injections: Vec<Injection>,
+    deletes: Vec<DeleteRequest>,
+    hold_deletes_after: Option<usize>,
+    recreate_after_get: Vec<(String, String)>,
 }
 
 fn event_line(kind: &str, object: &Value) -> Bytes {
@@ -859,7 +960,123 @@ fn parse_rv(s: &str) -> Result<u64, Failure> {
 }
 
 impl State {
+    /// The response, and whether to withhold it (a held `DELETE`). Every `DELETE` of an
+    /// object is recorded with the status it got.
     fn respond(
+        &mut self,
+        method: &Method,
+        path: &str,
+        query: &Query,
+        content_type: &str,
+        body: &[u8],
+    ) -> (Response<Body>, bool) {
+        let response = self.answer(method, path, query, content_type, body);
+        let Some(Target::Item { rid, namespace, name }) = route(path).filter(|_| method == Method::DELETE)
+        else {
+            return (response, false);
+        };
+        let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        let propagation_policy =
+            body["propagationPolicy"].as_str().or_else(|| query.get("propagationPolicy")).map(str::to_string);
+        self.deletes.push(DeleteRequest {
+            plural: RESOURCES[rid].plural,
+            namespace,
+            name,
+            precondition_uid: body["preconditions"]["uid"].as_str().map(str::to_string),
+            propagation_policy,
+            body,
+            code: response.status().as_u16(),
+            at: Instant::now(),
+        });
+        let hold = self.hold_deletes_after.is_some_and(|n| self.deletes.len() > n);
+        (response, hold)
+    }
+
+    /// The first injected failure matching this request, if any (counting it down).
+    fn injected(&mut self, target: &Option<Target>, method: &Method, query: &Query) -> Option<Failure> {
+        let (rid, namespace, name) = match target {
+            Some(Target::Collection { rid, namespace: Some(ns) }) => (*rid, ns.as_str(), None),
+            Some(Target::Item { rid, namespace, name }) if !namespace.is_empty() => {
+                (*rid, namespace.as_str(), Some(name.as_str()))
+            }
+            _ => return None,
+        };
+        let verb = match (method, name) {
+            (&Method::GET, Some(_)) => "get",
+            (&Method::GET, None) if query.is_true("watch") => "watch",
+            (&Method::GET, None) => "list",
+            (&Method::POST, _) => "create",
+            (&Method::PUT, _) => "update",
+            (&Method::PATCH, _) => "patch",
+            (&Method::DELETE, _) => "delete",
+            _ => return None,
+        };
+        let i = self.injections.iter().position(|inj| {
+            inj.namespace == namespace && (inj.verb == "*" || inj.verb == verb) && inj.remaining != Some(0)
+        })?;
+        let inj = &mut self.injections[i];
+        if let Some(n) = &mut inj.remaining {
+            *n -= 1;
+        }
+        let res = &RESOURCES[rid];
+        let what = match name {
+            Some(name) => format!("{} \"{name}\"", res.qualified()),
+            None => res.qualified(),
+        };
+        let failure = match inj.code {
+            403 => Failure::new(
+                403,
+                "Forbidden",
+                format!(
+                    "{what} is forbidden: User \"system:serviceaccount:kubefacts:kubefacts-cleaner\" cannot \
+                     {verb} resource \"{}\" in API group \"{}\" in the namespace \"{namespace}\"",
+                    res.plural, res.group
+                ),
+            ),
+            429 => Failure::new(429, "TooManyRequests", "the server has received too many requests"),
+            503 => Failure::new(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            ),
+            504 => Failure::new(
+                504,
+                "Timeout",
+                "the server was unable to return a response in the time allotted",
+            ),
+            code => Failure::new(
+                code,
+                "InternalError",
+                "Internal error occurred: injected by FakeKube::fail_requests",
+            ),
+        };
+        Some(match name {
+            Some(name) => failure.about(rid, name),
+            None => failure,
+        })
+    }
+
+    /// Replaces a Job asked for by [`FakeKube::recreate_after_get`] by a new one.
+    fn recreate_if_asked(&mut self, rid: Rid, namespace: &str, name: &str) {
+        let Some(i) = self
+            .recreate_after_get
+            .iter()
+            .position(|(ns, n)| ns == namespace && n == name)
+            .filter(|_| RESOURCES[rid].kind == "Job")
+        else {
+            return;
+        };
+        self.recreate_after_get.remove(i);
+        let Some(mut obj) = self.remove(rid, namespace.to_string(), name) else { return };
+        if let Some(meta) = obj["metadata"].as_object_mut() {
+            for field in ["uid", "resourceVersion", "creationTimestamp", "generation", "deletionTimestamp"] {
+                meta.remove(field);
+            }
+        }
+        self.commit(rid, namespace.to_string(), name.to_string(), obj);
+    }
+
+    fn answer(
         &mut self,
         method: &Method,
         path: &str,
@@ -886,6 +1103,9 @@ impl State {
         if writes && query.get("dryRun").is_some() {
             return Failure::bad_request("FakeKube does not implement dryRun").response();
         }
+        if let Some(failure) = self.injected(&target, method, query) {
+            return failure.response();
+        }
         let result = match (target, method) {
             (None, _) => {
                 Err(Failure::new(404, "NotFound", "the server could not find the requested resource")
@@ -907,11 +1127,17 @@ impl State {
             (Some(Target::Collection { rid, namespace }), &Method::POST) => {
                 self.create(rid, namespace.unwrap_or_default(), body)
             }
-            (Some(Target::Item { rid, namespace, name }), &Method::GET) => self
-                .objects
-                .get(&(rid, namespace, name.clone()))
-                .map(|o| json_response(StatusCode::OK, o))
-                .ok_or_else(|| Failure::not_found(rid, &name)),
+            (Some(Target::Item { rid, namespace, name }), &Method::GET) => {
+                let got = self
+                    .objects
+                    .get(&(rid, namespace.clone(), name.clone()))
+                    .map(|o| json_response(StatusCode::OK, o))
+                    .ok_or_else(|| Failure::not_found(rid, &name));
+                if got.is_ok() {
+                    self.recreate_if_asked(rid, &namespace, &name);
+                }
+                got
+            }
             (Some(Target::Item { rid, namespace, name }), &Method::PUT) => {
                 self.replace(rid, namespace, name, body)
             }

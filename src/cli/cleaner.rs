@@ -1,0 +1,204 @@
+//! `kubefacts cleaner`: apply the cleanup decisions of `[runs]` to the cluster — a dry run
+//! unless `--apply` — and record every outcome on `cleanup-outcomes.v1`, exactly once per
+//! decision ([`crate::cleanup::cleaner`], `docs/CLEANER.md`).
+
+use std::{
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use anyhow::Context;
+use clap::Args;
+use rdkafka::{
+    ClientConfig,
+    admin::AdminClient,
+    client::DefaultClientContext,
+    consumer::{BaseConsumer, Consumer},
+};
+
+use crate::{
+    cleanup::cleaner::shell::{self, CleanerRun},
+    config::PipelineConfig,
+    metrics::{Metrics, MetricsServer},
+    runtime::{
+        kafka::RuntimeStats,
+        topics::{TopicSpec, ensure_topics},
+    },
+};
+
+/// Arguments of `kubefacts cleaner`.
+#[derive(Debug, Args)]
+pub struct CleanerArgs {
+    /// Pipeline file: topics, `[process].application_id` (the consumer group is
+    /// `<application_id>-cleaner`, or `-cleaner-dry-run`) and `[cleaner]` (default: the
+    /// embedded pipelines/default.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Delete Jobs. Without it, a dry run: GET only, outcomes WOULD_DELETE etc., in its own
+    /// consumer group, never a DELETE.
+    #[arg(long)]
+    pub apply: bool,
+    /// Most DELETE requests per second (overrides `cleaner.max_deletes_per_sec`).
+    #[arg(long)]
+    pub max_deletes_per_sec: Option<u32>,
+    /// This instance's stable id, part of its transactional id (a restarted instance must
+    /// reuse it to fence its previous incarnation). Default: the host name.
+    #[arg(long, visible_alias = "instance", env = "KUBEFACTS_INSTANCE_ID")]
+    pub instance_id: Option<String>,
+    /// Overrides `process.application_id`.
+    #[arg(long)]
+    pub application_id: Option<String>,
+    /// Kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster
+    /// service account).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kafka and the schema registry.
+    #[command(flatten)]
+    pub kafka: super::KafkaArgs,
+    /// Create missing topics (decisions, outcomes, dead letters) with `--partitions`
+    /// partitions instead of failing with the commands that would create them.
+    #[arg(long)]
+    pub create_topics: bool,
+    /// Partitions of topics `--create-topics` creates (default: `process.partitions`).
+    #[arg(long)]
+    pub partitions: Option<i32>,
+    /// Prometheus `/metrics` endpoint address (`host:port`; overrides
+    /// `process.metrics_addr`): the runtime's families with `stage="cleaner"`.
+    #[arg(long)]
+    pub metrics_addr: Option<String>,
+}
+
+pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
+    let mut pipeline = match &args.config {
+        Some(path) => PipelineConfig::load(path)?,
+        None => PipelineConfig::embedded_default()?,
+    };
+    if let Some(n) = args.max_deletes_per_sec {
+        pipeline.cleaner.max_deletes_per_sec = n;
+    }
+    if let Err((key, why)) = pipeline.cleaner.check() {
+        anyhow::bail!("--max-deletes-per-sec (cleaner.{key}): {why}");
+    }
+    let topics = &pipeline.topics;
+    let run = CleanerRun {
+        bootstrap: args.kafka.bootstrap.clone(),
+        application_id: args
+            .application_id
+            .clone()
+            .unwrap_or_else(|| pipeline.process.application_id.clone()),
+        instance_id: args.instance_id.clone().unwrap_or_else(|| {
+            std::env::var("HOSTNAME").unwrap_or_else(|_| format!("pid-{}", std::process::id()))
+        }),
+        dry_run: !args.apply,
+        decisions: topics.full(&topics.cleanup_decisions),
+        outcomes: topics.full(&topics.cleanup_outcomes),
+        dead_letter: topics.full(&topics.dead_letter),
+        transaction_timeout_ms: pipeline.process.transaction_timeout_ms,
+        session_timeout_ms: pipeline.process.session_timeout_ms,
+        cleaner: pipeline.cleaner.clone(),
+    };
+    prepare_topics(&run, args.create_topics, args.partitions.unwrap_or(pipeline.process.partitions)).await?;
+
+    let kube_config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => {
+            kube::Config::infer().await.context("no Kubernetes configuration (kubeconfig or in-cluster)")?
+        }
+    };
+    let client = cleaner_client(kube_config, &run)?;
+
+    let stats = Arc::new(RuntimeStats::default());
+    let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(addr) = args.metrics_addr.as_ref().or(pipeline.process.metrics_addr.as_ref()) {
+        let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
+        let mut metrics = Metrics::new();
+        metrics.add_stage(shell::STAGE, Arc::clone(&stats));
+        let server = MetricsServer::bind(addr).await?;
+        tracing::info!(addr = %server.local_addr(), "serving /metrics");
+        tokio::spawn(server.serve(Arc::new(metrics), async {
+            let _ = metrics_stopped.await;
+        }));
+    }
+
+    let codec = Arc::new(args.kafka.codec()?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let handle = tokio::runtime::Handle::current();
+    let mut worker = {
+        let (run, codec, stop, stats) =
+            (run.clone(), Arc::clone(&codec), Arc::clone(&stop), Arc::clone(&stats));
+        tokio::task::spawn_blocking(move || {
+            shell::run_blocking(&run, &codec, &client, &handle, &stop, &stats)
+        })
+    };
+    eprintln!(
+        "cleaner: {} {} → {} as group {}",
+        if run.dry_run { "dry run (no --apply): nothing is deleted;" } else { "applying" },
+        run.decisions,
+        run.outcomes,
+        run.group_id()
+    );
+
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut report = tokio::time::interval(Duration::from_secs(5));
+    let result = loop {
+        tokio::select! {
+            done = &mut worker => break done.context("the cleaner thread panicked")?,
+            _ = sigterm.recv() => stop.store(true, Ordering::Relaxed),
+            _ = tokio::signal::ctrl_c() => stop.store(true, Ordering::Relaxed),
+            _ = report.tick() => tracing::info!(progress = %summary(&stats), "progress"),
+        }
+    };
+    let _ = stop_metrics.send(());
+    eprintln!("cleaner: {}", summary(&stats));
+    Ok(result?)
+}
+
+/// Committed counts so far, in one line.
+fn summary(stats: &RuntimeStats) -> String {
+    let outcomes: Vec<String> =
+        shell::outcome_counts(stats).iter().map(|(k, n)| format!("{} {n}", k.label())).collect();
+    let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    format!(
+        "{} decisions, outcomes [{}], {} dead-lettered, {} commits, {} aborts, lag {}",
+        g(&stats.records_in),
+        outcomes.join(", "),
+        g(&stats.dead_lettered),
+        g(&stats.commits),
+        g(&stats.aborts),
+        g(&stats.lag)
+    )
+}
+
+/// A client whose every request the cleaner bounds and retries itself: kube's own retries
+/// (429/503/504) are off, so `[cleaner].max_attempts` is the whole story.
+fn cleaner_client(mut config: kube::Config, run: &CleanerRun) -> anyhow::Result<kube::Client> {
+    config.default_retry = false;
+    config.read_timeout = Some(Duration::from_millis(run.cleaner.request_timeout_ms));
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Checks (or, with `--create-topics`, creates) the decisions, outcomes and dead-letter
+/// topics. Existing topics may have any partition count.
+async fn prepare_topics(run: &CleanerRun, create: bool, partitions: i32) -> anyhow::Result<()> {
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", &run.bootstrap).create()?;
+    let probe: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &run.bootstrap).create()?;
+    let metadata = tokio::task::block_in_place(|| probe.fetch_metadata(None, Duration::from_secs(30)))
+        .with_context(|| format!("reading topic metadata from {}", run.bootstrap))?;
+    let existing: Vec<&str> = metadata.topics().iter().map(|t| t.name()).collect();
+    let specs: Vec<TopicSpec> = [&run.decisions, &run.outcomes, &run.dead_letter]
+        .into_iter()
+        .filter(|t| !existing.contains(&t.as_str()))
+        .map(|t| TopicSpec::new(t, partitions))
+        .collect();
+    ensure_topics(&admin, &specs, create).await?;
+    Ok(())
+}
