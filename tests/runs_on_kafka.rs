@@ -62,7 +62,7 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
 
     let facts = format!("{prefix}job-run-facts.v1");
     let log = dir.path().join("process.log");
-    let mut process = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+    let process = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
         .args([
             "process",
             "--create-topics",
@@ -78,6 +78,8 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
+    // Stopped however the test ends: a failed assertion must not leave it running.
+    let process = KillOnDrop(process);
 
     // In memory, the same trace and pipeline.
     let replay_dir = dir.path().join("replay");
@@ -248,12 +250,21 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    let _ = process.kill();
-    let _ = process.wait();
+    drop(process);
     assert_eq!(
         on_kafka,
         expected_windows,
         "job-runs.v1 on Kafka = replay\n{}",
         std::fs::read_to_string(&log).unwrap()
     );
+}
+
+/// A child process killed when the test is done with it, failing or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
