@@ -98,14 +98,7 @@ impl World {
     }
 
     fn logs(&self) -> String {
-        let mut all = String::new();
-        for e in std::fs::read_dir(self.dir.path()).unwrap() {
-            let p = e.unwrap().path();
-            if p.extension().is_some_and(|x| x == "log") {
-                all += &format!("--- {}\n{}\n", p.display(), std::fs::read_to_string(&p).unwrap_or_default());
-            }
-        }
-        all
+        support::logs_in(self.dir.path())
     }
 
     fn topic(&self, topic: InputTopic) -> String {

@@ -393,12 +393,7 @@ where
         .map(|(port, topic)| port.key_record.map(|k| handle.block_on(codec.key_writer(topic, k))).transpose())
         .collect::<Result<_, _>>()?;
 
-    let producer: ThreadedProducer<_> = client_config(cfg)
-        .set("transactional.id", &transactional_id)
-        .set("transaction.timeout.ms", cfg.transaction_timeout_ms.to_string())
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "5")
-        .create()
+    let producer = transactional_producer(&cfg.bootstrap, &transactional_id, cfg.transaction_timeout_ms)
         .map_err(kafka("creating the transactional producer"))?;
     producer
         .init_transactions(Duration::from_secs(60))
@@ -586,19 +581,40 @@ fn client_config(cfg: &RuntimeConfig) -> ClientConfig {
     c
 }
 
-fn is_fatal(e: &KafkaError) -> bool {
+/// A transactional, idempotent producer (not initialised yet).
+pub(crate) fn transactional_producer(
+    bootstrap: &str,
+    transactional_id: &str,
+    transaction_timeout_ms: u64,
+) -> Result<ThreadedProducer<rdkafka::producer::DefaultProducerContext>, KafkaError> {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("transactional.id", transactional_id)
+        .set("transaction.timeout.ms", transaction_timeout_ms.to_string())
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .create()
+}
+
+/// Whether a transactional producer's error is fatal (it must be recreated).
+pub(crate) fn is_fatal(e: &KafkaError) -> bool {
     match e {
         KafkaError::Transaction(t) => t.is_fatal(),
         _ => false,
     }
 }
 
-fn fenced_or(e: KafkaError, transactional_id: &str, context: &'static str) -> RuntimeError {
-    let fenced = matches!(
+/// Whether a transactional producer was fenced (another instance with its transactional id
+/// started) or failed fatally: either way it is done.
+pub(crate) fn is_fenced(e: &KafkaError) -> bool {
+    matches!(
         e.rdkafka_error_code(),
         Some(rdkafka::types::RDKafkaErrorCode::Fenced | rdkafka::types::RDKafkaErrorCode::ProducerFenced)
-    ) || is_fatal(&e);
-    if fenced {
+    ) || is_fatal(e)
+}
+
+fn fenced_or(e: KafkaError, transactional_id: &str, context: &'static str) -> RuntimeError {
+    if is_fenced(&e) {
         RuntimeError::Fenced { transactional_id: transactional_id.to_owned() }
     } else {
         RuntimeError::Kafka { context, source: e }
@@ -785,7 +801,7 @@ fn commit(
 /// Records not yet consumed in the assigned partitions (0 when unknown). A partition that
 /// has delivered nothing since its assignment has no position yet: its committed offset
 /// stands in (counting from 0 would report the whole partition as lag).
-fn lag(consumer: &BaseConsumer<RebalanceLog>) -> u64 {
+pub(crate) fn lag<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> u64 {
     let Ok(positions) = consumer.position() else { return 0 };
     let mut unknown = TopicPartitionList::new();
     let mut at: Vec<(String, i32, i64)> = Vec::new();

@@ -248,3 +248,16 @@ pub fn topic_exists(bootstrap: &str, topic: &str) -> bool {
         .map(|md| md.topics().iter().any(|t| t.name() == topic && !t.partitions().is_empty()))
         .unwrap_or(false)
 }
+
+/// Every `*.log` file in `dir`, each under a `--- path` line: what a failing test prints
+/// about the processes it ran.
+pub fn logs_in(dir: &std::path::Path) -> String {
+    let mut all = String::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "log") {
+            all += &format!("--- {}\n{}\n", p.display(), std::fs::read_to_string(&p).unwrap_or_default());
+        }
+    }
+    all
+}

@@ -48,7 +48,7 @@ use crate::{
     runtime::{
         HEARTBEAT_HEADER,
         deadletter::{self, DeadLetter, Source},
-        kafka::RuntimeStats,
+        kafka::{RuntimeStats, is_fatal, is_fenced, lag, transactional_producer},
         partitioner::partition_for_key,
     },
 };
@@ -359,12 +359,7 @@ pub fn run_blocking(
         limiter: RateLimiter::per_second(cfg.max_deletes_per_sec),
     };
 
-    let producer: ThreadedProducer<DefaultProducerContext> = client_config(run)
-        .set("transactional.id", &transactional_id)
-        .set("transaction.timeout.ms", run.transaction_timeout_ms.to_string())
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "5")
-        .create()
+    let producer = transactional_producer(&run.bootstrap, &transactional_id, run.transaction_timeout_ms)
         .map_err(kafka("creating the transactional producer"))?;
     producer
         .init_transactions(Duration::from_secs(60))
@@ -668,41 +663,14 @@ fn rewind(consumer: &BaseConsumer<Revocations>) -> Result<(), CleanerError> {
     Ok(())
 }
 
-/// Decisions not yet consumed in the assigned partitions that have a position (0 when
-/// unknown; a partition nothing was read from yet is left out).
-fn lag(consumer: &BaseConsumer<Revocations>) -> u64 {
-    let Ok(positions) = consumer.position() else { return 0 };
-    positions
-        .elements()
-        .iter()
-        .filter_map(|e| {
-            let Offset::Offset(at) = e.offset() else { return None };
-            let (_, high) =
-                consumer.fetch_watermarks(e.topic(), e.partition(), Duration::from_secs(1)).ok()?;
-            Some(u64::try_from(high - at).unwrap_or(0))
-        })
-        .sum()
-}
-
 fn client_config(run: &CleanerRun) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &run.bootstrap);
     c
 }
 
-fn is_fatal(e: &KafkaError) -> bool {
-    match e {
-        KafkaError::Transaction(t) => t.is_fatal(),
-        _ => false,
-    }
-}
-
 fn fenced_or(e: KafkaError, transactional_id: &str, context: &'static str) -> CleanerError {
-    let fenced = matches!(
-        e.rdkafka_error_code(),
-        Some(rdkafka::types::RDKafkaErrorCode::Fenced | rdkafka::types::RDKafkaErrorCode::ProducerFenced)
-    ) || is_fatal(&e);
-    if fenced {
+    if is_fenced(&e) {
         CleanerError::Fenced { transactional_id: transactional_id.to_owned() }
     } else {
         CleanerError::Kafka { context, source: e }
