@@ -172,8 +172,10 @@ pub struct ProcessConfig {
     pub max_batch_records: usize,
     /// Longest time spent filling one transaction, in milliseconds.
     pub commit_interval_ms: u64,
-    /// How long a task waits for every co-partitioned input before it processes what it
-    /// has, in milliseconds.
+    /// How long a task blocked on an empty input lane (no progress at all) waits before it
+    /// processes what it has, in milliseconds. Processing early reorders the input, so
+    /// outputs (cleanup decisions included) stop being deterministic; the watcher's
+    /// heartbeats reach every partition every 10 s, so a live lane is never this quiet.
     pub max_task_idle_ms: u64,
     /// Broker-side transaction timeout, in milliseconds.
     pub transaction_timeout_ms: u64,
@@ -196,7 +198,7 @@ impl Default for ProcessConfig {
             application_id: "kubefacts".into(),
             max_batch_records: 10_000,
             commit_interval_ms: 100,
-            max_task_idle_ms: 500,
+            max_task_idle_ms: 15_000,
             transaction_timeout_ms: 10_000,
             session_timeout_ms: 10_000,
             create_topics: false,

@@ -320,6 +320,8 @@ impl Pending {
 struct TaskSlot<P> {
     task: Task<P>,
     merger: Merger<Pending>,
+    /// Since when the task has been blocked on an empty lane (reset whenever it makes
+    /// progress: a task working through a backlog is not idle).
     waiting_since: Option<Instant>,
     /// Next offset to buffer per global lane (global records reach every task; a task
     /// skips what it already has or already processed).
@@ -471,8 +473,10 @@ where
                 Some(Err(e)) => tracing::warn!(error = %e, "consumer error"),
                 None => {}
             }
+            // Only the task's own records fill a batch: counting global ones starved them
+            // (a batch of 30 took 1 own record and 29 global).
             if !factory.lanes.globals.is_empty() {
-                taken += take_globals(
+                take_globals(
                     &global_consumer,
                     &mut tasks,
                     &factory.lanes,
@@ -494,7 +498,9 @@ where
             let idle = slot
                 .waiting_since
                 .is_some_and(|t| t.elapsed() >= Duration::from_millis(cfg.max_task_idle_ms));
+            let mut progressed = false;
             while let Some(rec) = slot.merger.pop(idle) {
+                progressed = true;
                 if rec.input < factory.lanes.inputs {
                     offsets.insert((rec.input, partition), rec.offset + 1);
                 }
@@ -522,8 +528,13 @@ where
                     }
                 }
             }
-            slot.waiting_since =
-                if slot.merger.is_empty() { None } else { slot.waiting_since.or(Some(Instant::now())) };
+            // Idle time counts from the last progress, not from when the buffer last emptied:
+            // forcing a task that is merely catching up would reorder its input.
+            slot.waiting_since = match (slot.merger.is_empty(), progressed && !idle) {
+                (true, _) => None,
+                (false, true) => Some(Instant::now()),
+                (false, false) => slot.waiting_since.or(Some(Instant::now())),
+            };
             for (event, n) in slot.task.take_counts() {
                 *counted.entry(event).or_default() += n;
             }
