@@ -120,7 +120,9 @@ fn main() {
         bytes as f64 / 1_048_576.0
     );
 
-    // 3. On the broker: the same observations published to the input topics, then
+    // 3. On the broker (max_task_idle_ms 500: the input is finite, and its last records
+    // would otherwise wait the default 15 s for lanes that ran dry), the same observations
+    // published to the input topics, then
     // `kubefacts process` with the default stages ([runs] → [journal]), exactly once. The
     // rate is input observations over the time from the first to the last committed offset.
     let Ok(bootstrap) = std::env::var("KUBEFACTS_TEST_BOOTSTRAP") else {
@@ -221,7 +223,7 @@ fn broker_rate(
     let config = dir.join("pipeline.toml");
     std::fs::write(
         &config,
-        format!("[topics]\nprefix = \"{id}.\"\n[process]\napplication_id = \"{id}\"\ncreate_topics = true\npartitions = {PARTITIONS}\n{extra_toml}"),
+        format!("[topics]\nprefix = \"{id}.\"\n[process]\napplication_id = \"{id}\"\ncreate_topics = true\npartitions = {PARTITIONS}\nmax_task_idle_ms = 500\n{extra_toml}"),
     )
     .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubefacts"))
