@@ -16,9 +16,8 @@ mod support;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    ops::{Deref, DerefMut},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -33,7 +32,7 @@ use rdkafka::{
     consumer::{BaseConsumer, Consumer},
 };
 use serde_json::{Value, json};
-use support::{infra, unique_name};
+use support::{KillOnDrop as Instance, infra, unique_name};
 
 const PARTITIONS: i32 = 3;
 /// 2026-11-29T10:00:00Z.
@@ -310,26 +309,6 @@ fn synthetic_cluster() -> Cluster {
         trace.push('\n');
     }
     Cluster { jobs, dependents, trace, entries: events.len(), end }
-}
-
-/// A `kubefacts process` child, SIGKILLed when dropped (a failing test leaves nothing).
-struct Instance(Child);
-impl Deref for Instance {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-impl DerefMut for Instance {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// An input partition's progress: (topic, partition, committed offset, end offset).

@@ -15,7 +15,7 @@ use kubefacts::{
     codec::{Codec, json::rfc3339_millis},
     journal::JobRun,
 };
-use support::{infra, read_topic, repo_path, unique_name};
+use support::{KillOnDrop, infra, read_topic, repo_path, unique_name};
 
 /// The runs in a JSON-lines file written by `replay`, as canonical JSON strings.
 fn replayed_runs(dir: &std::path::Path, topic: &str) -> Vec<String> {
@@ -257,14 +257,4 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
         "job-runs.v1 on Kafka = replay\n{}",
         std::fs::read_to_string(&log).unwrap()
     );
-}
-
-/// A child process killed when the test is done with it, failing or not.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

@@ -6,9 +6,8 @@ mod support;
 
 use std::{
     collections::BTreeMap,
-    ops::{Deref, DerefMut},
     path::PathBuf,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -26,7 +25,7 @@ use rdkafka::{
     consumer::{BaseConsumer, Consumer},
     producer::{BaseRecord, Producer, ThreadedProducer},
 };
-use support::{Infra, infra, unique_name};
+use support::{Infra, KillOnDrop as Instance, infra, unique_name};
 
 const PARTITIONS: i32 = 3;
 
@@ -118,30 +117,6 @@ fn read_committed(infra: &Infra, topic: &str) -> Vec<(i32, Bytes, Bytes)> {
         }
     }
     out
-}
-
-/// A `kubefacts process` child that is killed when dropped, so a failing test leaves no
-/// instance running.
-struct Instance(Child);
-
-impl Deref for Instance {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl DerefMut for Instance {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 struct Pipeline {
