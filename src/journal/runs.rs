@@ -455,7 +455,9 @@ impl Runs {
                 sweep: sweeps.count,
             };
             if out.emit(2, uid.clone(), &decision).is_err() {
-                // Unencodable (cannot happen for a typed record): stays tracked, decided later.
+                // Unencodable (cannot happen for a typed record): stays tracked — filed, if
+                // it just was — and is decided later.
+                self.jobs.put(uid, tracked);
                 continue;
             }
             out.count("decisions", 1);
