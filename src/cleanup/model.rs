@@ -54,13 +54,3 @@ impl CleanupDecision {
     /// Full name of the Avro record.
     pub const FULL_NAME: &str = "io.kubefacts.v1.CleanupDecision";
 }
-
-impl crate::runtime::DecodeInput for CleanupDecision {
-    async fn decode(
-        _input: usize,
-        codec: &crate::codec::Codec,
-        bytes: &[u8],
-    ) -> Result<Self, crate::codec::CodecError> {
-        codec.decode_as(bytes).await
-    }
-}

@@ -86,16 +86,6 @@ impl CleanupOutcome {
     pub const FULL_NAME: &str = "io.kubefacts.v1.CleanupOutcome";
 }
 
-impl crate::runtime::DecodeInput for CleanupOutcome {
-    async fn decode(
-        _input: usize,
-        codec: &crate::codec::Codec,
-        bytes: &[u8],
-    ) -> Result<Self, crate::codec::CodecError> {
-        codec.decode_as(bytes).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::Value as Json;

@@ -402,12 +402,7 @@ where
         .map_err(|e| fenced_or(e, &transactional_id, "init_transactions"))?;
 
     let rebalances = RebalanceLog::default();
-    let consumer: BaseConsumer<RebalanceLog> = client_config(cfg)
-        .set("group.id", cfg.group_id())
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .set("auto.offset.reset", "earliest")
-        .set("partition.assignment.strategy", "range")
+    let consumer: BaseConsumer<RebalanceLog> = group_consumer_config(&cfg.bootstrap, &cfg.group_id())
         // librdkafka pauses fetching up to 1 s once its queue is full; a loop that drains the
         // queue quickly would idle most of that pause.
         .set("fetch.queue.backoff.ms", "20")
@@ -589,6 +584,20 @@ where
 fn client_config(cfg: &RuntimeConfig) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &cfg.bootstrap);
+    c
+}
+
+/// A consumer in `group` that commits only through transactions and reads only committed
+/// records, from the earliest offset when the group has none; partitions are assigned by
+/// range, so co-partitioned topics land together.
+pub(crate) fn group_consumer_config(bootstrap: &str, group: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("auto.offset.reset", "earliest")
+        .set("partition.assignment.strategy", "range");
     c
 }
 

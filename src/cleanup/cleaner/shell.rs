@@ -48,7 +48,7 @@ use crate::{
     runtime::{
         HEARTBEAT_HEADER,
         deadletter::{self, DeadLetter, Source},
-        kafka::{RuntimeStats, is_fatal, is_fenced, lag, transactional_producer},
+        kafka::{RuntimeStats, group_consumer_config, is_fatal, is_fenced, lag, transactional_producer},
         partitioner::partition_for_key,
     },
 };
@@ -366,12 +366,7 @@ pub fn run_blocking(
         .map_err(|e| fenced_or(e, &transactional_id, "init_transactions"))?;
 
     let revocations = Revocations::default();
-    let consumer: BaseConsumer<Revocations> = client_config(run)
-        .set("group.id", run.group_id())
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .set("auto.offset.reset", "earliest")
-        .set("partition.assignment.strategy", "range")
+    let consumer: BaseConsumer<Revocations> = group_consumer_config(&run.bootstrap, &run.group_id())
         .set("session.timeout.ms", run.session_timeout_ms.to_string())
         .set("max.poll.interval.ms", run.max_poll_interval_ms().to_string())
         .create_with_context(revocations.clone())
