@@ -95,7 +95,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let mut round_trips = 0u64;
     // What the processors read: the same observations, partitioned as on Kafka.
     let mut inputs = MemInputs::new(&codec, &config.topics, DEMO_PARTITIONS)?;
-    let mut observed = Observed::new("demo", &trace_text, &mut observer);
+    let mut observed = Observed::new("demo", crate::trace::read(trace_text.as_bytes()), &mut observer);
     for obs in (&mut observed).flatten() {
         let bytes = obs.record.encode(&writers[&obs.topic])?;
         // What any consumer does: decode by framing, then read the typed record.

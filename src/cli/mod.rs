@@ -4,6 +4,7 @@ mod cleaner;
 mod demo;
 mod observed;
 mod process;
+mod progress;
 mod publish;
 mod replay;
 mod schemas;

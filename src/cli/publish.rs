@@ -3,10 +3,12 @@
 
 use std::{path::PathBuf, time::Instant};
 
-use anyhow::Context;
 use clap::Args;
 
-use super::observed::Observed;
+use super::{
+    observed::{Observed, TraceFile},
+    progress::Progress,
+};
 use crate::{
     config::PipelineConfig,
     observe::{Observer, model::Source},
@@ -16,7 +18,7 @@ use crate::{
 /// Arguments of `kubefacts publish`.
 #[derive(Debug, Args)]
 pub struct PublishArgs {
-    /// The cluster trace (docs/TRACE_FORMAT.md).
+    /// The cluster trace (docs/TRACE_FORMAT.md); `-` reads standard input.
     #[arg(long)]
     pub input: PathBuf,
     /// Pipeline configuration (default: the embedded pipelines/default.toml).
@@ -39,8 +41,7 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         Some(p) => PipelineConfig::load(p)?,
         None => PipelineConfig::embedded_default()?,
     };
-    let text =
-        std::fs::read_to_string(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
+    let trace = TraceFile::open(&args.input)?;
     args.topics.ensure(&args.kafka.bootstrap, &config.topics).await?;
     let codec = args.kafka.codec()?;
     let mut publisher = Publisher::connect(&args.kafka.bootstrap, &codec, &config.topics).await?;
@@ -52,23 +53,29 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     let source = Source { cluster: config.cluster.clone(), instance, epoch: 1 };
     let mut observer =
         Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
-    let mut observed = Observed::new("publish", &text, &mut observer);
+    let mut progress = Progress::new("publish", "observations", trace.total_bytes, true);
+    let (read_bytes, mut published) = (trace.read_bytes.clone(), 0u64);
+    let mut observed = Observed::new("publish", trace.entries, &mut observer);
     for batch in &mut observed {
         for obs in &batch {
             publisher.publish(obs).await?;
         }
+        published += batch.len() as u64;
+        progress.update(read_bytes.get(), published);
     }
     let (entries, rejected) = (observed.entries, observed.rejected_total());
     observer.finish();
     publisher.flush().await?;
+    progress.finish();
     let secs = started.elapsed().as_secs_f64();
     let excluded: u64 = observer.admission().excluded.values().sum();
     let counts = publisher.counts();
     println!(
-        "publish: {entries} trace entries ({rejected} rejected, {excluded} excluded by admission) → {} records, {} value bytes, in {secs:.2} s ({:.0} entries/s)",
+        "publish: {entries} trace entries ({rejected} rejected, {excluded} excluded by admission) → {} records, {} value bytes, in {secs:.2} s ({:.0} entries/s, {:.0} records/s)",
         counts.records,
         counts.value_bytes,
-        entries as f64 / secs.max(1e-9)
+        entries as f64 / secs.max(1e-9),
+        counts.records as f64 / secs.max(1e-9)
     );
     Ok(())
 }

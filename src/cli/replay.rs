@@ -24,12 +24,16 @@ use crate::{
     runtime::driver::{MemInputs, MemTopic},
 };
 
-use super::{observed::Observed, stages::run_all_in_memory};
+use super::{
+    observed::{Observed, TraceFile},
+    progress::Progress,
+    stages::run_all_in_memory,
+};
 
 /// Arguments of `kubefacts replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The cluster trace (docs/TRACE_FORMAT.md).
+    /// The cluster trace (docs/TRACE_FORMAT.md); `-` reads standard input.
     #[arg(long)]
     pub input: PathBuf,
     /// Folder for `<topic>.jsonl` files (created).
@@ -49,30 +53,37 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
         Some(p) => PipelineConfig::load(p)?,
         None => PipelineConfig::embedded_default()?,
     };
-    let text =
-        fs::read_to_string(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
+    let trace = TraceFile::open(&args.input)?;
     let codec = Codec::new(None)?;
     let mut inputs = MemInputs::new(&codec, &config.topics, args.partitions)?;
 
     let source = Source { cluster: config.cluster.clone(), instance: "kubefacts-replay".into(), epoch: 1 };
     let mut observer =
         Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
-    let mut observed = Observed::new("replay", &text, &mut observer);
+    let mut progress = Progress::new("replay: observing", "observations", trace.total_bytes, true);
+    let (read_bytes, mut observations) = (trace.read_bytes.clone(), 0u64);
+    let mut observed = Observed::new("replay", trace.entries, &mut observer);
     for batch in &mut observed {
         for obs in &batch {
             inputs.push(obs)?;
         }
+        observations += batch.len() as u64;
+        progress.update(read_bytes.get(), observations);
     }
     let (entries, rejected) = (observed.entries, observed.rejected_total());
     observer.finish();
+    progress.finish();
+    let observe_secs = started.elapsed().as_secs_f64();
     let excluded: u64 = observer.admission().excluded.values().sum();
 
     // Then the configured stages, in order, each over the topics before it.
     let mut logs: BTreeMap<String, MemTopic> =
         inputs.into_topics().into_iter().map(|log| (log.name.clone(), log)).collect();
     let dead_letter = config.topics.full(&config.topics.dead_letter);
+    let stages_started = Instant::now();
     run_all_in_memory(&codec, &config, &config.process.stages, &mut logs, &dead_letter, args.partitions)
         .await?;
+    let stage_secs = stages_started.elapsed().as_secs_f64();
 
     fs::create_dir_all(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
     let mut written = 0usize;
@@ -81,8 +92,9 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     }
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "replay: {entries} trace entries ({rejected} rejected, {excluded} excluded by admission), {} stage(s) → {written} records in {} topics under {}, {:.2} s ({:.0} entries/s)",
+        "replay: {entries} trace entries ({rejected} rejected, {excluded} excluded by admission) → {observations} observations in {observe_secs:.2} s; {} stage(s) in {stage_secs:.2} s ({:.0} observations/s); {written} records in {} topics under {}; {:.2} s in all ({:.0} entries/s)",
         config.process.stages.len(),
+        observations as f64 / stage_secs.max(1e-9),
         logs.len(),
         args.output.display(),
         secs,
