@@ -23,7 +23,7 @@ use std::{
         Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use kubefacts::{
@@ -34,93 +34,20 @@ use kubefacts::{
     },
 };
 use rdkafka::{
-    ClientConfig, Message, Offset, TopicPartitionList,
-    admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
-    client::DefaultClientContext,
+    Message, Offset, TopicPartitionList,
     consumer::{BaseConsumer, Consumer},
     error::KafkaError,
     producer::{BaseRecord, Producer, ThreadedProducer},
-    types::RDKafkaErrorCode,
 };
+
+#[path = "common/broker.rs"]
+mod broker;
+
+use broker::{Env, PerfResult, now_ms, percentile, producer_performance, send_retrying, unique};
 
 const PARTITIONS: i32 = 3;
 const KEYS: usize = 1_000;
 const BASE_TS: i64 = 1_795_946_400_000;
-
-// ---------------------------------------------------------------------------------------
-// Environment
-
-/// The broker and the Kafka tools from `scripts/infra/up.sh`.
-struct Env {
-    bootstrap: String,
-    java: String,
-    classpath: String,
-    log4j: String,
-    broker_pid: Option<u32>,
-    /// `kubefacts` to run: this build's, or `KUBEFACTS_BENCH_BIN` (to measure another build).
-    bin: String,
-    logs: PathBuf,
-}
-
-fn required(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| {
-        panic!(
-            "{var} is not set: the runtime benchmark needs the real Kafka broker and its tools. \
-             Run `scripts/infra/up.sh && source .cache/run/env` first (or ./scripts/test.sh, which \
-             does that for cargo test)."
-        )
-    })
-}
-
-impl Env {
-    fn from_env() -> Self {
-        let logs = std::env::temp_dir().join(unique("kubefacts-bench-runtime"));
-        std::fs::create_dir_all(&logs).unwrap();
-        Env {
-            bootstrap: required("KUBEFACTS_TEST_BOOTSTRAP"),
-            java: required("KUBEFACTS_TEST_JAVA"),
-            classpath: required("KUBEFACTS_TEST_KAFKA_CLASSPATH"),
-            log4j: required("KUBEFACTS_TEST_KAFKA_LOG4J"),
-            broker_pid: std::env::var("KUBEFACTS_INFRA_KAFKA_PID").ok().and_then(|p| p.trim().parse().ok()),
-            bin: std::env::var("KUBEFACTS_BENCH_BIN")
-                .unwrap_or_else(|_| env!("CARGO_BIN_EXE_kubefacts").to_owned()),
-            logs,
-        }
-    }
-
-    fn client(&self) -> ClientConfig {
-        let mut c = ClientConfig::new();
-        c.set("bootstrap.servers", &self.bootstrap);
-        c
-    }
-
-    fn create_topic(&self, rt: &tokio::runtime::Runtime, prefix: &str, configs: &[(&str, &str)]) -> String {
-        let name = unique(prefix);
-        let admin: AdminClient<DefaultClientContext> = self.client().create().expect("admin client");
-        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-        let mut topic = NewTopic::new(&name, PARTITIONS, TopicReplication::Fixed(1));
-        for (k, v) in configs {
-            topic = topic.set(k, v);
-        }
-        let res = rt
-            .block_on(admin.create_topics(&[topic], &opts))
-            .unwrap_or_else(|e| panic!("cannot reach Kafka at {} to create {name}: {e}", self.bootstrap));
-        for r in res {
-            r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
-        }
-        name
-    }
-}
-
-fn unique(prefix: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-    format!("{prefix}-{}-{nanos:x}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
 
 // ---------------------------------------------------------------------------------------
 // Input
@@ -152,23 +79,6 @@ fn avg_value_bytes(log: &MemTopic) -> f64 {
 fn avg_key_bytes(log: &MemTopic) -> f64 {
     let total: usize = log.partitions.iter().flatten().map(|r| r.key.as_ref().map_or(0, Vec::len)).sum();
     total as f64 / log.len() as f64
-}
-
-fn send_retrying(
-    producer: &ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
-    rec: BaseRecord<'_, [u8], [u8]>,
-) {
-    let mut rec = rec;
-    loop {
-        match producer.send(rec) {
-            Ok(()) => return,
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                rec = back;
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err((e, _)) => panic!("producing: {e}"),
-        }
-    }
 }
 
 /// Writes the log partition by partition (offsets equal the indexes); returns records/s.
@@ -221,60 +131,6 @@ fn read_committed(env: &Env, topic: &str) -> Vec<(i32, Vec<u8>, Option<Vec<u8>>)
         }
     }
     out
-}
-
-// ---------------------------------------------------------------------------------------
-// 1. ProducerPerformance
-
-struct PerfResult {
-    /// Records/s over the whole run.
-    total: f64,
-    /// Records/s after the first 10 % (`--warmup-records`): the producer's start-up left out,
-    /// as the runtime's 10–90 % slope leaves out its own.
-    steady: f64,
-    /// The steady-state summary line.
-    summary: String,
-}
-
-fn producer_performance(env: &Env, topic: &str, n: usize, record_size: usize, extra: &[&str]) -> PerfResult {
-    let warmup = n / 10;
-    let out = Command::new(&env.java)
-        .arg("-cp")
-        .arg(&env.classpath)
-        .arg(format!("-Dlog4j2.configurationFile={}", env.log4j))
-        .arg("org.apache.kafka.tools.ProducerPerformance")
-        .args(["--topic", topic, "--num-records", &n.to_string(), "--record-size", &record_size.to_string()])
-        .args(["--throughput", "-1", "--warmup-records", &warmup.to_string()])
-        // One --command-property with several values: a second one replaces the first.
-        .args(["--command-property", &format!("bootstrap.servers={}", env.bootstrap), "acks=all"])
-        .args(extra)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", env.java));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "ProducerPerformance failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // "N records sent, R records/sec (M MB/sec), L ms avg latency, ..." is the total (earlier
-    // lines of that form are 5-second windows); "N steady state records sent, R records/sec
-    // ..." follows it.
-    let find = |prefix: String| -> &str {
-        stdout
-            .lines()
-            .rev()
-            .find(|l| l.starts_with(&prefix))
-            .unwrap_or_else(|| panic!("no {prefix:?} line in ProducerPerformance output:\n{stdout}"))
-    };
-    let rate = |line: &str| -> f64 {
-        let end = line.find(" records/sec").unwrap_or_else(|| panic!("no records/sec in {line:?}"));
-        line[..end].rsplit(',').next().unwrap().trim().parse().unwrap_or_else(|e| panic!("{line:?}: {e}"))
-    };
-    let total = find(format!("{n} records sent,"));
-    let steady = find(format!("{} steady state records sent,", n - warmup));
-    PerfResult { total: rate(total), steady: rate(steady), summary: steady.trim().to_owned() }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -723,13 +579,6 @@ fn transactional_producer(
     TxnResult { rate, produce_ms: a, wait_ms: b, offsets_ms: c, commit_ms: d }
 }
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
 // ---------------------------------------------------------------------------------------
 // 3. The in-memory driver
 
@@ -902,7 +751,7 @@ fn main() {
     } else {
         2_000
     });
-    let env = Env::from_env();
+    let env = Env::from_env("runtime", PARTITIONS);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let codec = Codec::new(None).unwrap();
     let bench_started = Instant::now();

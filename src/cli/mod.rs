@@ -20,6 +20,7 @@ pub use process::ProcessArgs;
 pub use publish::PublishArgs;
 pub use replay::ReplayArgs;
 pub use schemas::SchemasArgs;
+pub use stages::{StageReport, run_all_in_memory};
 pub use tail::TailArgs;
 pub use watch::WatchArgs;
 

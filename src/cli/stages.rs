@@ -166,8 +166,21 @@ pub fn single_object_writer(codec: &Codec, record: &str) -> anyhow::Result<Recor
     Ok(RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint })?)
 }
 
+/// What one stage did in memory: its input, its state (changelogs) and its time.
+#[derive(Debug)]
+pub struct StageReport {
+    /// The stage's name.
+    pub stage: String,
+    /// Input records read (heartbeats and global inputs included).
+    pub records_in: u64,
+    /// One changelog per store (`<stage>-<store>-changelog`), a partition per task.
+    pub changelogs: Vec<MemTopic>,
+    /// Wall-clock seconds the stage took.
+    pub secs: f64,
+}
+
 /// Runs `stages` in order over `topics` (by name) in memory, adding each stage's outputs
-/// to `topics` and its dead letters to the `dead_letter` topic.
+/// to `topics` and its dead letters to the `dead_letter` topic; returns what each did.
 pub async fn run_all_in_memory(
     codec: &Codec,
     settings: &PipelineConfig,
@@ -175,7 +188,8 @@ pub async fn run_all_in_memory(
     topics: &mut BTreeMap<String, MemTopic>,
     dead_letter: &str,
     partitions: i32,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<StageReport>> {
+    let mut reports = Vec::new();
     let dl_writer = single_object_writer(codec, deadletter::FULL_NAME)?;
     for stage in stages {
         let processor = ProcessorName::parse(&stage.processor)?;
@@ -190,7 +204,9 @@ pub async fn run_all_in_memory(
         };
         let inputs = stage.inputs.iter().map(find).collect::<anyhow::Result<Vec<_>>>()?;
         let globals = stage.globals.iter().map(find).collect::<anyhow::Result<Vec<_>>>()?;
+        let started = std::time::Instant::now();
         let run = processor.run_memory(settings, stage, codec, &inputs, &globals, partitions).await?;
+        let secs = started.elapsed().as_secs_f64();
         let dl =
             topics.entry(dead_letter.to_owned()).or_insert_with(|| MemTopic::new(dead_letter, partitions));
         // As on Kafka: a dead letter goes to its source task's partition, keyed as it came.
@@ -206,6 +222,12 @@ pub async fn run_all_in_memory(
         for out in run.outputs {
             topics.insert(out.name.clone(), out);
         }
+        reports.push(StageReport {
+            stage: stage.name().to_owned(),
+            records_in: run.records_in,
+            changelogs: run.changelogs,
+            secs,
+        });
     }
-    Ok(())
+    Ok(reports)
 }
