@@ -87,9 +87,9 @@ pub enum RunsInput {
 impl DecodeInput for RunsInput {
     async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
         Ok(match input {
-            0 => RunsInput::Job(codec.decode_as(bytes).await?),
-            1 => RunsInput::Pod(codec.decode_as(bytes).await?),
-            _ => RunsInput::AnyJob(codec.decode_as(bytes).await?),
+            0 => RunsInput::Job(codec.decode_direct(bytes).await?),
+            1 => RunsInput::Pod(codec.decode_direct(bytes).await?),
+            _ => RunsInput::AnyJob(codec.decode_direct(bytes).await?),
         })
     }
 }
@@ -292,8 +292,8 @@ impl Runs {
         tracked.exits.clear();
         tracked.seen.clear();
         let window = run.finished_at - run.finished_at.rem_euclid(self.cfg.window_length_ms);
-        out.emit(0, run.owner.uid.clone(), &run)
-            .and_then(|()| out.emit(1, window.to_string(), &run))
+        out.emit_direct(0, run.owner.uid.clone(), &run)
+            .and_then(|()| out.emit_direct(1, window.to_string(), &run))
             .map_err(|e| ProcessError { reason: "encode_failed", detail: format!("run {uid}: {e}") })
     }
 

@@ -14,10 +14,17 @@
 //!   re-opens it: a new revision, still `is_final`, within `retention_ms` of the window's
 //!   end. Beyond retention the run is refused with reason `beyond_retention` (the runtime
 //!   dead-letters it) and the window's state is gone.
+//! * Emissions copy bytes: each window's runs are also kept as Avro datums in emission
+//!   order (derived from the `runs` store, rebuilt from it after a restore, never
+//!   changelogged), so rewriting a window of n runs costs a copy of n datums, not n
+//!   clones and encodings of whole runs.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::model::JobRun;
+use crate::codec::direct::{Datum, write_long};
 use crate::runtime::{
     KvStore, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StateStore, StreamTime,
 };
@@ -113,6 +120,10 @@ pub struct Journal {
     windows: KvStore<i64, WindowState>,
     /// (window start, run UID) → run.
     runs: KvStore<(i64, String), JobRun>,
+    /// Window start → its runs' datums by (finished_at, run UID), the order they are
+    /// emitted in. A window is here from its first emission by this instance on (built from
+    /// `runs` then), and kept in step with `runs` after that.
+    datums: BTreeMap<i64, BTreeMap<(i64, String), Vec<u8>>>,
 }
 
 impl Journal {
@@ -126,7 +137,7 @@ impl Journal {
 
     /// A journal with empty state.
     pub fn new(cfg: JournalConfig) -> Self {
-        Self { cfg, windows: KvStore::new("windows"), runs: KvStore::new("runs") }
+        Self { cfg, windows: KvStore::new("windows"), runs: KvStore::new("runs"), datums: BTreeMap::new() }
     }
 
     fn end(&self, start: i64) -> i64 {
@@ -143,30 +154,69 @@ impl Journal {
         state.emitted_at = Some(now);
         state.dirty = false;
         state.final_emitted = is_final;
-        let mut runs: Vec<JobRun> = self
-            .runs
-            .range((start, String::new())..(start + 1, String::new()))
-            .map(|(_, r)| r.clone())
-            .collect();
-        runs.sort_by(|a, b| (a.finished_at, &a.run_uid).cmp(&(b.finished_at, &b.run_uid)));
+        let runs = &self.runs;
+        let datums = self.datums.entry(start).or_insert_with(|| {
+            runs.range((start, String::new())..(start + 1, String::new()))
+                .map(|(_, run)| ((run.finished_at, run.run_uid.clone()), datum(run)))
+                .collect()
+        });
         let key = JobRunWindowKey { window_start: start, window_length_ms: self.cfg.window_length_ms };
-        let record = JobRunWindow {
+        let head = JobRunWindow {
             window_start: start,
             window_length_ms: self.cfg.window_length_ms,
             revision: state.revision,
             is_final,
             stream_time: now,
-            runs,
+            runs: Vec::new(),
         };
+        // The record `JobRunWindow` with every run, as apache-avro writes it: the fields
+        // before `runs`, one block of all the runs' datums (none when empty), the 0 block.
+        let write = |out: &mut Vec<u8>| {
+            out.reserve(datums.values().map(Vec::len).sum::<usize>() + 48);
+            head.write_head(out);
+            if !datums.is_empty() {
+                write_long(out, datums.len() as i64);
+                datums.values().for_each(|d| out.extend_from_slice(d));
+            }
+            out.push(0);
+        };
+        if cfg!(debug_assertions) {
+            same_as_apache_avro(&self.runs, head.clone(), &write);
+        }
         // Typed records of embedded schemas always encode; were it ever to fail, the window
         // stays dirty and is emitted again at the next chance rather than lost.
-        if let Err(e) = out.emit_keyed(0, &key, &record) {
-            eprintln!("EMIT ERR {e}");
+        if out.emit_keyed_with(0, &key, JobRunWindow::FULL_NAME, &write).is_err() {
             state.dirty = true;
             state.revision -= 1;
         }
         self.windows.put(start, state);
     }
+}
+
+/// Debug builds: the window written from kept datums is what apache-avro writes for the
+/// window built from the `runs` store (sorted by `finished_at`, then `run_uid`).
+fn same_as_apache_avro(
+    runs: &KvStore<(i64, String), JobRun>,
+    head: JobRunWindow,
+    write: &dyn Fn(&mut Vec<u8>),
+) {
+    use crate::codec::{Framing, RecordWriter, SchemaSet};
+    let start = head.window_start;
+    let mut runs: Vec<JobRun> =
+        runs.range((start, String::new())..(start + 1, String::new())).map(|(_, r)| r.clone()).collect();
+    runs.sort_by(|a, b| (a.finished_at, &a.run_uid).cmp(&(b.finished_at, &b.run_uid)));
+    let known = SchemaSet::embedded().and_then(|s| s.current(JobRunWindow::FULL_NAME)).expect("embedded");
+    let writer =
+        RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint }).expect("writer");
+    let generic = writer.encode(&JobRunWindow { runs, ..head }).expect("a window encodes");
+    assert_eq!(writer.encode_with(JobRunWindow::FULL_NAME, write).ok(), Some(generic), "window {start}");
+}
+
+/// A run's Avro datum, as it sits in a window's `runs`.
+fn datum(run: &JobRun) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    run.write(&mut out);
+    out
 }
 
 impl Processor for Journal {
@@ -207,6 +257,12 @@ impl Processor for Journal {
         if known.is_none() {
             state.runs += 1;
         }
+        if let Some(datums) = self.datums.get_mut(&start) {
+            if let Some(old) = known {
+                datums.remove(&(old.finished_at, old.run_uid.clone()));
+            }
+            datums.insert((run.finished_at, run.run_uid.clone()), datum(&run));
+        }
         self.runs.put(key, run);
         state.dirty = true;
         if now >= self.end(start) + self.cfg.grace_ms {
@@ -242,6 +298,7 @@ impl Processor for Journal {
             .collect();
         for start in expired {
             self.windows.delete(&start);
+            self.datums.remove(&start);
             let gone: Vec<(i64, String)> = self
                 .runs
                 .range((start, String::new())..(start + 1, String::new()))
