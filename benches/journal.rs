@@ -69,26 +69,29 @@ fn main() {
         topics: vec![MemTopic::new("job-runs", PARTITIONS)],
         key_writers: vec![Some(writer(&codec, JobRunWindowKey::FULL_NAME))],
     };
-    // Warm up once, then time the best of three (one core: the driver runs tasks in turn).
+    // Warm up once, then time the best of three (one core: the driver runs tasks in turn), in
+    // CPU time of this thread: on a machine shared with other builds, wall time would
+    // measure the neighbours too.
     let (mut best, mut best_journal, mut best_both) = (f64::MAX, f64::MAX, f64::MAX);
     let mut run = None;
     let mut journal = None;
     for _ in 0..if benching { 4 } else { 1 } {
-        let started = Instant::now();
+        let started = cpu_secs();
         let r = rt
             .block_on(driver::run("runs", &codec, &[job_topic, pod_topic], outputs(), |_| {
                 Runs::new(RunsConfig::default())
             }))
             .unwrap();
-        let runs_secs = started.elapsed().as_secs_f64();
+        let runs_secs = cpu_secs() - started;
         best = best.min(runs_secs);
         let j = rt
             .block_on(driver::run("journal", &codec, &[&r.outputs[1]], journal_outputs(), |_| {
                 Journal::new(JournalConfig::default())
             }))
             .unwrap();
-        best_both = best_both.min(started.elapsed().as_secs_f64());
-        best_journal = best_journal.min(started.elapsed().as_secs_f64() - runs_secs);
+        let both_secs = cpu_secs() - started;
+        best_both = best_both.min(both_secs);
+        best_journal = best_journal.min(both_secs - runs_secs);
         run = Some(r);
         journal = Some(j);
     }
@@ -97,17 +100,17 @@ fn main() {
     assert_eq!(runs, jobs, "one run per finished Job");
     assert!(run.dead_letters.is_empty());
     println!(
-        "1. [runs] in the in-memory driver, one core        {:>10.0} observations/s   ({runs} runs filed in {best:.3} s)",
+        "1. [runs] in the in-memory driver, one core        {:>10.0} observations/s   ({runs} runs filed in {best:.3} s CPU)",
         observations as f64 / best
     );
     let emissions = journal.outputs[0].len();
     assert!(emissions > 0 && journal.dead_letters.is_empty());
     println!(
-        "   [journal] alone, one core                      {:>10.0} runs/s           ({emissions} window emissions, {best_journal:.3} s)",
+        "   [journal] alone, one core                      {:>10.0} runs/s           ({emissions} window emissions, {best_journal:.3} s CPU)",
         runs as f64 / best_journal
     );
     println!(
-        "   [runs] + [journal], one core                   {:>10.0} observations/s   ({best_both:.3} s)",
+        "   [runs] + [journal], one core                   {:>10.0} observations/s   ({best_both:.3} s CPU)",
         observations as f64 / best_both
     );
 
@@ -170,6 +173,12 @@ fn main() {
     if let [with, without] = rates[..] {
         println!("   the global jobs input costs {:.0} % of the rate", 100.0 * (1.0 - with / without));
     }
+}
+
+/// CPU time of this thread so far, in seconds (`/proc/thread-self/schedstat`).
+fn cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("Linux schedstat");
+    stat.split_whitespace().next().and_then(|ns| ns.parse::<f64>().ok()).expect("on-CPU ns") / 1e9
 }
 
 /// The default stages without the global jobs input (and so without dependency holds).

@@ -118,39 +118,39 @@ impl<'a> Reader<'a> {
         mut read: impl FnMut(&mut Self) -> Result<T, Unreadable>,
     ) -> Result<Vec<T>, Unreadable> {
         let mut items = Vec::new();
-        self.blocks(|r| {
-            items.push(read(r)?);
-            Ok(())
-        })?;
-        Ok(items)
+        loop {
+            let count = self.block_count()?;
+            if count == 0 {
+                return Ok(items);
+            }
+            // Room for the block at once, bounded by the bytes left (the count is untrusted).
+            items.reserve(count.min(self.rest.len()));
+            for _ in 0..count {
+                items.push(read(self)?);
+            }
+        }
     }
 
     /// A map of strings (a key repeated keeps its last value, as serde's map visitor does).
     pub fn string_map(&mut self) -> Result<BTreeMap<String, String>, Unreadable> {
         let mut map = BTreeMap::new();
-        self.blocks(|r| {
-            let key = r.string()?;
-            map.insert(key, r.string()?);
-            Ok(())
-        })?;
-        Ok(map)
-    }
-
-    fn blocks(
-        &mut self,
-        mut item: impl FnMut(&mut Self) -> Result<(), Unreadable>,
-    ) -> Result<(), Unreadable> {
         loop {
-            // A negative count (a block with its byte size) is legal but never written by
-            // apache-avro's serializer: left to apache-avro.
-            let count = u64::try_from(self.long()?).map_err(|_| Unreadable)?;
+            let count = self.block_count()?;
             if count == 0 {
-                return Ok(());
+                return Ok(map);
             }
             for _ in 0..count {
-                item(self)?;
+                let key = self.string()?;
+                map.insert(key, self.string()?);
             }
         }
+    }
+
+    /// A block's item count (0: the end).
+    fn block_count(&mut self) -> Result<usize, Unreadable> {
+        // A negative count (a block with its byte size) is legal but never written by
+        // apache-avro's serializer: left to apache-avro.
+        usize::try_from(self.long()?).map_err(|_| Unreadable)
     }
 }
 

@@ -257,6 +257,7 @@ where
         }
         let mut merger = Merger::new(lanes.len());
         for (lane, &(input, topic, q)) in lanes.iter().enumerate() {
+            merger.reserve(lane, topic.partitions[q as usize].len());
             for (offset, rec) in topic.partitions[q as usize].iter().enumerate() {
                 merger.push(lane, rec.timestamp_ms, offset as i64, (input, topic, q, offset as i64, rec));
             }
