@@ -232,7 +232,11 @@ mod tests {
     use super::*;
 
     fn apache_long(n: i64) -> Vec<u8> {
-        apache_avro::to_avro_datum(&apache_avro::Schema::Long, apache_avro::types::Value::Long(n)).unwrap()
+        let schema = apache_avro::Schema::Long;
+        let writer = apache_avro::writer::datum::GenericDatumWriter::builder(&schema).build().unwrap();
+        let mut out = Vec::new();
+        writer.write_ser(&mut out, &n).unwrap();
+        out
     }
 
     #[test]

@@ -185,7 +185,7 @@ impl Journal {
         }
         // Typed records of embedded schemas always encode; were it ever to fail, the window
         // stays dirty and is emitted again at the next chance rather than lost.
-        if out.emit_keyed_with(0, &key, JobRunWindow::FULL_NAME, &write).is_err() {
+        if out.emit_keyed_with(0, &key, JobRunWindow::FULL_NAME, write).is_err() {
             state.dirty = true;
             state.revision -= 1;
         }

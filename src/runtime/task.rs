@@ -172,12 +172,6 @@ impl<T> Merger<T> {
         Self { queues: (0..inputs).map(|_| VecDeque::new()).collect() }
     }
 
-    /// Makes room for `additional` more records of `input` (the in-memory driver knows how
-    /// many; growing a large queue one doubling at a time showed in its profile).
-    pub fn reserve(&mut self, input: usize, additional: usize) {
-        self.queues[input].reserve(additional);
-    }
-
     /// Buffers a record of `input`.
     pub fn push(&mut self, input: usize, timestamp_ms: i64, offset: i64, item: T) {
         self.queues[input].push_back((timestamp_ms, offset, item));
