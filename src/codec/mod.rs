@@ -8,6 +8,7 @@
 //! schema of the same name, so records written by older revisions read as current ones.
 
 pub mod canonical;
+pub mod direct;
 mod error;
 pub mod evolution;
 mod frame;
@@ -26,6 +27,7 @@ use apache_avro::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 
+use direct::{DirectRecord, Reader};
 pub use error::CodecError;
 pub use frame::{CONFLUENT_HEADER_LEN, Framing, SINGLE_OBJECT_HEADER_LEN};
 pub use registry::{RegistryClient, RegistryError};
@@ -125,6 +127,38 @@ impl Codec {
                 }
             },
         }
+    }
+
+    /// [`Codec::decode_as`] for a record with a direct form: read field by field when the
+    /// writer schema is `T`'s current one (the hot path), through apache-avro otherwise —
+    /// which also decides every datum the direct reader refuses, with its errors.
+    pub async fn decode_direct<T: DirectRecord>(&self, bytes: &[u8]) -> Result<T, CodecError> {
+        let Some(value) = self.read_direct::<T>(bytes) else {
+            return self.decode_as(bytes).await;
+        };
+        if cfg!(debug_assertions) {
+            let generic = self.decode_as::<T>(bytes).await;
+            assert_eq!(generic.ok().as_ref(), Some(&value), "direct and apache-avro decoding differ");
+        }
+        Ok(value)
+    }
+
+    fn read_direct<T: DirectRecord>(&self, bytes: &[u8]) -> Option<T> {
+        let (framing, datum) = Framing::parse(bytes).ok()?;
+        let fingerprint = match framing {
+            Framing::SingleObject { fingerprint } => fingerprint,
+            // An id is learnt (and cached) by its first record, through apache-avro.
+            Framing::Confluent { schema_id } => {
+                self.by_id.read().expect("lock poisoned").get(&schema_id)?.fingerprint
+            }
+        };
+        let writer = self.schemas.by_fingerprint(fingerprint)?;
+        if writer.revision.is_some() || writer.full_name != T::FULL_NAME {
+            return None;
+        }
+        let mut reader = Reader::new(datum);
+        let value = T::read(&mut reader).ok()?;
+        reader.is_empty().then_some(value)
     }
 
     async fn writer_schema(&self, framing: Framing) -> Result<Arc<KnownSchema>, CodecError> {
@@ -269,6 +303,35 @@ impl RecordWriter {
         let mut out = Vec::with_capacity(self.header.len() + 128);
         out.extend_from_slice(&self.header);
         self.writer.write_ser(&mut out, value).map_err(|e| self.encode_error(e))?;
+        Ok(out)
+    }
+
+    /// [`RecordWriter::encode`] of a record with a direct form (the same bytes, written field
+    /// by field without walking the schema).
+    pub fn encode_direct<T: DirectRecord>(&self, value: &T) -> Result<Vec<u8>, CodecError> {
+        let bytes = self.encode_with(T::FULL_NAME, |out| value.write(out))?;
+        if cfg!(debug_assertions) {
+            assert_eq!(bytes, self.encode(value)?, "direct and apache-avro encoding differ");
+        }
+        Ok(bytes)
+    }
+
+    /// The framing header, then a datum of the record `full_name` written by `write` (which
+    /// must follow this writer's schema field by field, as [`direct`] does); refused when
+    /// this writer writes another record.
+    pub fn encode_with(
+        &self,
+        full_name: &str,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<Vec<u8>, CodecError> {
+        if self.known.full_name != full_name {
+            return Err(CodecError::UnknownRecord {
+                name: format!("{full_name} (this writer writes {})", self.known.full_name),
+            });
+        }
+        let mut out = Vec::with_capacity(self.header.len() + 256);
+        out.extend_from_slice(&self.header);
+        write(&mut out);
         Ok(out)
     }
 

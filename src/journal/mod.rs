@@ -5,6 +5,7 @@
 //!   finished Job, with its container exit breakdown; also re-keyed by window for the journal.
 //! * [`window`] — `[journal]`: runs filed into tumbling windows on `job-runs.v1`.
 
+mod datum;
 pub mod model;
 pub mod runs;
 pub mod window;

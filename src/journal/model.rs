@@ -99,6 +99,6 @@ impl crate::runtime::DecodeInput for JobRun {
         codec: &crate::codec::Codec,
         bytes: &[u8],
     ) -> Result<Self, crate::codec::CodecError> {
-        codec.decode_as(bytes).await
+        codec.decode_direct(bytes).await
     }
 }

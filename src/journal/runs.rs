@@ -87,9 +87,9 @@ pub enum RunsInput {
 impl DecodeInput for RunsInput {
     async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
         Ok(match input {
-            0 => RunsInput::Job(codec.decode_as(bytes).await?),
-            1 => RunsInput::Pod(codec.decode_as(bytes).await?),
-            _ => RunsInput::AnyJob(codec.decode_as(bytes).await?),
+            0 => RunsInput::Job(codec.decode_direct(bytes).await?),
+            1 => RunsInput::Pod(codec.decode_direct(bytes).await?),
+            _ => RunsInput::AnyJob(codec.decode_direct(bytes).await?),
         })
     }
 }
@@ -238,23 +238,39 @@ impl Runs {
             self.ended.put(uid, ended);
             return Ok(());
         }
-        let mut tracked = self.jobs.get(&uid).cloned().unwrap_or_default();
-        tracked.epoch = obs.source.epoch;
-        if tracked.finished_seen_at.is_none() && finished(&job) {
-            tracked.finished_seen_at = Some(now);
-            if !tracked.filed {
-                self.due.put((now + self.cfg.settle_ms, uid.clone()), ());
-            }
-        }
-        tracked.job = Some(job);
         if obs.event == ObservationEvent::Deleted {
             // Gone: file what finished now, and keep only a tombstone for its Pods.
-            self.file(&uid, &mut tracked, out)?;
+            let mut tracked = self.jobs.get(&uid).cloned().unwrap_or_default();
+            Self::observe(&self.cfg, &mut self.due, &mut tracked, &uid, job, obs.source.epoch, now);
+            Self::file(&self.cfg, &uid, &mut tracked, out)?;
             self.evict(&uid, &tracked, Ended { epoch: obs.source.epoch, gone_at: Some(now) });
             return Ok(());
         }
-        self.jobs.put(uid, tracked);
+        // Updated in place: cloning the tracked Job out and back in showed in the profile.
+        let tracked = self.jobs.entry_mut(uid.clone());
+        Self::observe(&self.cfg, &mut self.due, tracked, &uid, job, obs.source.epoch, now);
         Ok(())
+    }
+
+    /// A Job observation's effect on its tracked state: the latest Job and epoch, and when
+    /// it is first seen finished, its filing scheduled.
+    fn observe(
+        cfg: &RunsConfig,
+        due: &mut KvStore<(StreamTime, String), ()>,
+        tracked: &mut TrackedJob,
+        uid: &str,
+        job: Job,
+        epoch: i64,
+        now: StreamTime,
+    ) {
+        tracked.epoch = epoch;
+        if tracked.finished_seen_at.is_none() && finished(&job) {
+            tracked.finished_seen_at = Some(now);
+            if !tracked.filed {
+                due.put((now + cfg.settle_ms, uid.to_owned()), ());
+            }
+        }
+        tracked.job = Some(job);
     }
 
     fn on_pod(&mut self, obs: PodObservation, out: &mut Outputs) {
@@ -267,34 +283,43 @@ impl Runs {
         if self.ended.get(&job_uid).is_some() {
             return; // its run is written and the Job evicted (Pods deleted with it, say)
         }
-        let mut tracked = self.jobs.get(&job_uid).cloned().unwrap_or_default();
-        if tracked.filed {
+        // Most observations of a Pod bring no new termination: only those change state.
+        let tracked = self.jobs.get(&job_uid);
+        if tracked.is_some_and(|t| t.filed) {
             return; // the fact is written; a late termination cannot change it
         }
-        let new = count_terminations(&pod, &mut tracked);
-        if new > 0 {
-            out.count("terminations_counted", new);
-            self.jobs.put(job_uid, tracked);
+        let fresh = terminations(&pod).any(|(id, _, _)| tracked.is_none_or(|t| !t.seen.contains(&id)));
+        if !fresh {
+            return;
         }
+        let new = count_terminations(&pod, self.jobs.entry_mut(job_uid));
+        out.count("terminations_counted", new);
     }
 
     /// Files `uid`'s run if it finished and is not filed yet.
-    fn file(&mut self, uid: &str, tracked: &mut TrackedJob, out: &mut Outputs) -> Result<(), ProcessError> {
+    /// `tracked` changes only when the run was written (callers may update it in place).
+    fn file(
+        cfg: &RunsConfig,
+        uid: &str,
+        tracked: &mut TrackedJob,
+        out: &mut Outputs,
+    ) -> Result<(), ProcessError> {
         if tracked.filed {
             return Ok(());
         }
         let Some(run) = tracked.job.as_ref().and_then(|job| run_of(job, &tracked.exits)) else {
             return Ok(());
         };
-        tracked.filed = true;
         out.count("runs_filed", 1);
+        let window = run.finished_at - run.finished_at.rem_euclid(cfg.window_length_ms);
+        out.emit_direct(0, run.owner.uid.clone(), &run)
+            .and_then(|()| out.emit_direct(1, window.to_string(), &run))
+            .map_err(|e| ProcessError { reason: "encode_failed", detail: format!("run {uid}: {e}") })?;
+        tracked.filed = true;
         // The breakdown now lives in the fact; later terminations are ignored.
         tracked.exits.clear();
         tracked.seen.clear();
-        let window = run.finished_at - run.finished_at.rem_euclid(self.cfg.window_length_ms);
-        out.emit(0, run.owner.uid.clone(), &run)
-            .and_then(|()| out.emit(1, window.to_string(), &run))
-            .map_err(|e| ProcessError { reason: "encode_failed", detail: format!("run {uid}: {e}") })
+        Ok(())
     }
 
     /// Stops tracking `uid`: its state and filing schedule go, a tombstone stays.
@@ -323,7 +348,7 @@ impl Runs {
             .collect();
         for uid in gone {
             if let Some(mut tracked) = self.jobs.get(&uid).cloned() {
-                self.file(&uid, &mut tracked, out)?;
+                Self::file(&self.cfg, &uid, &mut tracked, out)?;
                 self.evict(&uid, &tracked, Ended { epoch, gone_at: Some(now) });
             }
         }
@@ -436,7 +461,7 @@ impl Runs {
             let Some(mut tracked) = self.jobs.get(&uid).cloned() else { continue };
             // A Job expiring before it settled (a TTL of 0, say) is filed first: its run is
             // written before it may disappear.
-            if self.file(&uid, &mut tracked, out).is_err() {
+            if Self::file(&self.cfg, &uid, &mut tracked, out).is_err() {
                 continue;
             }
             let Some(job) = &tracked.job else { continue };
@@ -509,12 +534,10 @@ impl Processor for Runs {
         for key in ready {
             self.due.delete(&key);
             let uid = key.1;
-            if let Some(mut tracked) = self.jobs.get(&uid).cloned() {
-                // Encoding a typed record cannot fail for a well-formed run; if it ever did,
-                // the run stays unfiled and visible in state rather than half-written.
-                if self.file(&uid, &mut tracked, out).is_ok() {
-                    self.jobs.put(uid, tracked);
-                }
+            // Filed in place (no clone of the tracked Job); `file` changes it only once the
+            // run is written, so a run that could not be encoded stays unfiled, in state.
+            if let Some(tracked) = self.jobs.get_mut(&uid) {
+                let _ = Self::file(&self.cfg, &uid, tracked, out);
             }
         }
         // A sweep when stream time enters a new period (none before the first period ends:
@@ -606,15 +629,24 @@ fn owner_of(job: &Job) -> RunOwner {
     }
 }
 
+/// The Pod's terminations — the current and the last terminated state of every container
+/// and init container — with their identities and container names.
+fn terminations(pod: &Pod) -> impl Iterator<Item = (String, &str, &ContainerTermination)> {
+    pod.containers.iter().chain(&pod.init_containers).flat_map(move |c| {
+        [&c.last_state, &c.state]
+            .into_iter()
+            .flatten()
+            .map(move |t| (termination_id(pod, &c.name, t), c.name.as_str(), t))
+    })
+}
+
 /// Counts the Pod's terminations not counted yet; returns how many were new.
 fn count_terminations(pod: &Pod, tracked: &mut TrackedJob) -> u64 {
     let mut new = 0;
-    for c in pod.containers.iter().chain(&pod.init_containers) {
-        for t in [&c.last_state, &c.state].into_iter().flatten() {
-            if tracked.seen.insert(termination_id(pod, &c.name, t)) {
-                *tracked.exits.entry((c.name.clone(), t.exit_code, t.reason.clone())).or_default() += 1;
-                new += 1;
-            }
+    for (id, container, t) in terminations(pod) {
+        if tracked.seen.insert(id) {
+            *tracked.exits.entry((container.to_owned(), t.exit_code, t.reason.clone())).or_default() += 1;
+            new += 1;
         }
     }
     new

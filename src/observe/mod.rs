@@ -18,6 +18,7 @@
 //! | SNAPSHOT_BEGIN/END | every watched topic (not sessions) | none: written to every partition |
 
 pub mod admission;
+mod datum;
 mod error;
 pub mod minimize;
 pub mod model;

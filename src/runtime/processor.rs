@@ -5,7 +5,7 @@ use std::future::Future;
 use serde::Serialize;
 
 use super::{HEARTBEAT_KEY, StreamTime, store::StateStore};
-use crate::codec::{Codec, CodecError, RecordWriter};
+use crate::codec::{Codec, CodecError, RecordWriter, direct::DirectRecord};
 
 /// Where a record came from and when it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,6 +161,37 @@ impl Outputs {
         };
         let key = key_writer.encode(key)?;
         let value = self.writers[port].encode(value)?;
+        self.push(port, key, Some(value), None, false);
+        Ok(())
+    }
+
+    /// [`Outputs::emit`] of a record with a direct Avro form (same bytes, written field by
+    /// field: the hot path of `[runs]`).
+    pub fn emit_direct<T: DirectRecord>(
+        &mut self,
+        port: usize,
+        key: impl Into<Vec<u8>>,
+        value: &T,
+    ) -> Result<(), CodecError> {
+        let value = self.writers[port].encode_direct(value)?;
+        self.push(port, key.into(), Some(value), None, false);
+        Ok(())
+    }
+
+    /// [`Outputs::emit_keyed`] with the value's datum written by `write` — a record of
+    /// `full_name` the processor keeps partly encoded (the journal's windows).
+    pub fn emit_keyed_with<K: DirectRecord>(
+        &mut self,
+        port: usize,
+        key: &K,
+        full_name: &str,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<(), CodecError> {
+        let Some(Some(key_writer)) = self.key_writers.get(port) else {
+            return Err(CodecError::UnknownRecord { name: format!("key writer of output port {port}") });
+        };
+        let key = key_writer.encode_direct(key)?;
+        let value = self.writers[port].encode_with(full_name, write)?;
         self.push(port, key, Some(value), None, false);
         Ok(())
     }

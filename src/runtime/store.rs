@@ -78,6 +78,23 @@ where
         self.map.insert(key, value);
     }
 
+    /// The value of `key` to change in place, inserted as the default when absent; a change
+    /// like [`KvStore::put`] (without cloning the value out and back in).
+    pub fn entry_mut(&mut self, key: K) -> &mut V
+    where
+        V: Default,
+    {
+        self.dirty.insert(key.clone());
+        self.map.entry(key).or_default()
+    }
+
+    /// The value of `key` to change in place, if present (a change, like a put).
+    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        let v = self.map.get_mut(key)?;
+        self.dirty.insert(key.clone());
+        Some(v)
+    }
+
     /// Changes the value of `key` in place, if present.
     pub fn update<R>(&mut self, key: &K, f: impl FnOnce(&mut V) -> R) -> Option<R> {
         let v = self.map.get_mut(key)?;
@@ -106,7 +123,9 @@ where
 }
 
 fn encode<T: Serialize>(v: &T) -> Vec<u8> {
-    postcard::to_allocvec(v).expect("postcard serializes any serde value into a Vec")
+    // Sized once up front: growing from empty reallocated several times per tracked Job.
+    let size = postcard::experimental::serialized_size(v).expect("postcard sizes any serde value");
+    postcard::to_extend(v, Vec::with_capacity(size)).expect("postcard serializes any serde value into a Vec")
 }
 
 impl<K, V> StateStore for KvStore<K, V>
