@@ -34,7 +34,13 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
 }
 
 fn job_condition(job: &Job, ty: &str) -> Option<(String, Option<String>)> {
-    job.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == ty && c.status == "True").map(|c| (c.type_.clone(), c.reason.clone()))
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == ty && c.status == "True")
+        .map(|c| (c.type_.clone(), c.reason.clone()))
 }
 
 #[test]
@@ -48,7 +54,11 @@ fn the_small_profile_shows_every_behaviour() {
     assert_eq!(entries.len(), lines, "one entry per line");
     assert!(entries.len() <= 90_000, "small is meant to stay small: {} entries", entries.len());
     for w in entries.windows(2) {
-        assert!(w[0].observed_at_ms <= w[1].observed_at_ms, "observed_at decreased at {}", w[1].observed_at_ms);
+        assert!(
+            w[0].observed_at_ms <= w[1].observed_at_ms,
+            "observed_at decreased at {}",
+            w[1].observed_at_ms
+        );
     }
 
     // The last state of every Job, and how it was deleted.
@@ -110,7 +120,8 @@ fn the_small_profile_shows_every_behaviour() {
                     }
                     KubeObject::Pod(p) => {
                         record_exits(p, &mut exits);
-                        if p.metadata.labels.as_ref().is_some_and(|l| l.contains_key("kubefacts.io/session")) {
+                        if p.metadata.labels.as_ref().is_some_and(|l| l.contains_key("kubefacts.io/session"))
+                        {
                             session_pods += 1;
                         }
                     }
@@ -149,7 +160,9 @@ fn the_small_profile_shows_every_behaviour() {
         };
         *outcomes.entry(outcome).or_default() += 1;
     }
-    for outcome in ["succeeded first try", "succeeded after retries", "BackoffLimitExceeded", "DeadlineExceeded"] {
+    for outcome in
+        ["succeeded first try", "succeeded after retries", "BackoffLimitExceeded", "DeadlineExceeded"]
+    {
         assert!(outcomes.get(outcome).copied().unwrap_or(0) > 0, "no run {outcome}: {outcomes:?}");
     }
     // Interim conditions come before terminal ones.
@@ -161,7 +174,8 @@ fn the_small_profile_shows_every_behaviour() {
     }
 
     // Bare Jobs, and CronJob Jobs named after their schedule time in minutes.
-    let owner = |j: &Job| j.metadata.owner_references.as_ref().and_then(|o| o.first()).map(|o| o.name.clone());
+    let owner =
+        |j: &Job| j.metadata.owner_references.as_ref().and_then(|o| o.first()).map(|o| o.name.clone());
     assert!(jobs.values().any(|j| owner(j).is_none()), "no bare Job");
     for j in jobs.values() {
         if let Some(cj) = owner(j) {
@@ -173,7 +187,8 @@ fn the_small_profile_shows_every_behaviour() {
 
     // History-limit deletions (background: no deletionTimestamp) and TTL deletions
     // (foreground: the Job shows its deletionTimestamp first).
-    let history = deleted_jobs.iter().filter(|j| owner(j).is_some() && j.metadata.deletion_timestamp.is_none()).count();
+    let history =
+        deleted_jobs.iter().filter(|j| owner(j).is_some() && j.metadata.deletion_timestamp.is_none()).count();
     let ttl = deleted_jobs.iter().filter(|j| j.metadata.deletion_timestamp.is_some()).count();
     assert!(history > 0, "no history-limit deletion");
     assert!(ttl > 0, "no TTL deletion");
@@ -192,7 +207,12 @@ fn the_small_profile_shows_every_behaviour() {
 
     // Sessions, their pods, every terminal state.
     assert!(sessions.len() >= 6, "{} sessions", sessions.len());
-    for state in [SessionState::Completed, SessionState::Failed, SessionState::Cancelled, SessionState::WaitingForInput] {
+    for state in [
+        SessionState::Completed,
+        SessionState::Failed,
+        SessionState::Cancelled,
+        SessionState::WaitingForInput,
+    ] {
         assert!(sessions.values().any(|s| s.contains(&state)), "no session reached {state:?}");
     }
     assert!(session_pods > 0, "no session pods");

@@ -69,7 +69,7 @@ pub(super) fn run(args: SimulateArgs) -> anyhow::Result<()> {
     }
     out.flush().context("writing the trace")?;
     let secs = started.elapsed().as_secs_f64();
-    eprintln!("{}", summary(&profile.name, hours, args.seed, sim.stats(), out.bytes, secs));
+    eprintln!("{}", summary(profile.name, hours, args.seed, sim.stats(), out.bytes, secs));
     Ok(())
 }
 

@@ -119,7 +119,10 @@ pub struct SimulationStats {
 impl SimulationStats {
     /// Finished runs, all outcomes.
     pub fn finished_runs(&self) -> u64 {
-        self.succeeded_first_try + self.succeeded_after_retries + self.backoff_limit_exceeded + self.deadline_exceeded
+        self.succeeded_first_try
+            + self.succeeded_after_retries
+            + self.backoff_limit_exceeded
+            + self.deadline_exceeded
     }
 }
 
@@ -558,7 +561,9 @@ impl Sim {
             }
             Item::CronJob(i) => render::cronjob(self, i),
             Item::Lease(i) => render::lease(self, i),
-            Item::Job(id) => render::job(self, self.jobs.get(&id).filter(|j| j.deletion_ms != Some(i64::MIN))?),
+            Item::Job(id) => {
+                render::job(self, self.jobs.get(&id).filter(|j| j.deletion_ms != Some(i64::MIN))?)
+            }
             Item::Pod(id) => render::pod(self, self.pods.get(&id)?),
         })
     }
@@ -693,7 +698,7 @@ impl Sim {
             }
             Ev::CreatePod(job) => self.create_pod(job, out),
             Ev::JobReady(job) => {
-                let Some(j) = self.jobs.get_mut(&job) else { return None };
+                let j = self.jobs.get_mut(&job)?;
                 if j.finished.is_some() || j.deletion_ms.is_some() || j.active == 0 {
                     return None;
                 }
@@ -704,7 +709,7 @@ impl Sim {
             Ev::JobFinalize(job, pod) => self.job_finalize(job, pod, out),
             Ev::JobDeadline(job) => {
                 let now = self.now;
-                let Some(j) = self.jobs.get_mut(&job) else { return None };
+                let j = self.jobs.get_mut(&job)?;
                 if j.finished.is_some() || j.target.is_some() || j.deletion_ms.is_some() {
                     return None;
                 }
@@ -741,7 +746,7 @@ impl Sim {
             Ev::CronSync(job) => self.cron_sync(job, out),
             Ev::TtlExpire(job) => {
                 let now = self.now;
-                let Some(j) = self.jobs.get_mut(&job) else { return None };
+                let j = self.jobs.get_mut(&job)?;
                 if j.deletion_ms.is_some() {
                     return None;
                 }
@@ -782,7 +787,7 @@ impl Sim {
             Ev::PodScheduled(p) => {
                 let node = format!("worker-{}", self.rng.below(self.nodes));
                 let now = self.now;
-                let Some(pod) = self.pods.get_mut(&p) else { return None };
+                let pod = self.pods.get_mut(&p)?;
                 if pod.deletion_ms.is_some() {
                     return None;
                 }
@@ -793,7 +798,7 @@ impl Sim {
             }
             Ev::PodRunning(p) => {
                 let now = self.now;
-                let Some(pod) = self.pods.get_mut(&p) else { return None };
+                let pod = self.pods.get_mut(&p)?;
                 if pod.deletion_ms.is_some() || pod.phase != PodPhase::Pending {
                     return None;
                 }
@@ -815,7 +820,7 @@ impl Sim {
             }
             Ev::PodExit(p) => self.pod_exit(p, out),
             Ev::PodGone(p) => {
-                let Some(pod) = self.pods.get(&p) else { return None };
+                let pod = self.pods.get(&p)?;
                 if pod.finalizer {
                     return None;
                 }
@@ -877,7 +882,13 @@ impl Sim {
         self.touch_cron(i, out);
     }
 
-    fn create_job(&mut self, owner: Owner, name: String, scheduled: Option<i64>, out: &mut VecDeque<TraceEntry>) -> u64 {
+    fn create_job(
+        &mut self,
+        owner: Owner,
+        name: String,
+        scheduled: Option<i64>,
+        out: &mut VecDeque<TraceEntry>,
+    ) -> u64 {
         let id = self.next_id();
         let b = self.behavior(owner).clone();
         let roll = self.rng.below(1000) as u32;
@@ -1194,7 +1205,13 @@ impl Sim {
     /// The controller manager is back: a new holder acquires the lease, deferred work
     /// catches up, and each CronJob starts at most its most recent missed schedule.
     fn recover(&mut self, out: &mut VecDeque<TraceEntry>) {
-        let (from, _) = self.plan.outages.iter().copied().find(|(a, b)| *a < self.now && *b >= self.now).unwrap_or((self.now, self.now));
+        let (from, _) = self
+            .plan
+            .outages
+            .iter()
+            .copied()
+            .find(|(a, b)| *a < self.now && *b >= self.now)
+            .unwrap_or((self.now, self.now));
         self.manager_down = false;
         let now = self.now;
         let holder = format!("cp-2_{}", self.rng.uuid());
@@ -1233,7 +1250,14 @@ impl Sim {
         }
     }
 
-    fn new_session_pod(&mut self, name: String, namespace: String, session: String, requests: (u32, u32), out: &mut VecDeque<TraceEntry>) -> u64 {
+    fn new_session_pod(
+        &mut self,
+        name: String,
+        namespace: String,
+        session: String,
+        requests: (u32, u32),
+        out: &mut VecDeque<TraceEntry>,
+    ) -> u64 {
         let id = self.next_id();
         let uid = self.rng.uuid();
         let rv = self.next_rv();
@@ -1263,7 +1287,13 @@ impl Sim {
         id
     }
 
-    fn session_line(&mut self, i: usize, state: SessionState, with_uid: bool, out: &mut VecDeque<TraceEntry>) {
+    fn session_line(
+        &mut self,
+        i: usize,
+        state: SessionState,
+        with_uid: bool,
+        out: &mut VecDeque<TraceEntry>,
+    ) {
         let s = &self.sessions[i];
         let uid = if with_uid { s.pod.and_then(|p| self.pods.get(&p)).map(|p| p.uid.clone()) } else { None };
         let record = SessionRecord {
@@ -1287,12 +1317,18 @@ impl Sim {
                 let id = format!("sess-{}", self.rng.hex(6));
                 let owner = format!("tenant-{:04}", self.rng.below(200));
                 let pod_name = format!("agent-{id}");
-                self.sessions.push(SessionState0 { id: id.clone(), owner, pod: None, pod_name: pod_name.clone() });
+                self.sessions.push(SessionState0 {
+                    id: id.clone(),
+                    owner,
+                    pod: None,
+                    pod_name: pod_name.clone(),
+                });
                 debug_assert_eq!(self.sessions.len(), i + 1);
                 let requests = (*self.rng.pick(&[250, 500, 1000, 0]), *self.rng.pick(&[512, 1024, 2048]));
                 self.session_line(i, SessionState::Created, false, out);
                 self.now += self.rng.range(50, 300);
-                let p = self.new_session_pod(pod_name, SESSION_NAMESPACE.to_owned(), id.clone(), requests, out);
+                let p =
+                    self.new_session_pod(pod_name, SESSION_NAMESPACE.to_owned(), id.clone(), requests, out);
                 self.sessions[i].pod = Some(p);
                 self.session_line(i, SessionState::Starting, false, out);
                 self.after(5_000, 9_000, Ev::Session(i, 1));

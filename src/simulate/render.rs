@@ -7,10 +7,7 @@ use super::{
     JobState, Owner, PodKind, PodPhase, PodState, Sim,
     fleet::{CronJobPlan, OPT_OUT_NAMESPACE},
 };
-use crate::{
-    observe::admission::DEFAULT_OPT_OUT_ANNOTATION,
-    trace::KubeObject,
-};
+use crate::{observe::admission::DEFAULT_OPT_OUT_ANNOTATION, trace::KubeObject};
 
 /// RFC 3339 with whole seconds (`metav1.Time`).
 pub fn time(ms: i64) -> String {
@@ -267,7 +264,14 @@ pub fn pod(sim: &Sim, p: &PodState) -> KubeObject {
                 ],
                 "restartPolicy": "Never", "terminationGracePeriodSeconds": 60, "schedulerName": "default-scheduler",
             });
-            (namespace.as_str(), labels, None, spec, "agent", "registry.example.com/agents/runtime:3.2.0".to_owned())
+            (
+                namespace.as_str(),
+                labels,
+                None,
+                spec,
+                "agent",
+                "registry.example.com/agents/runtime:3.2.0".to_owned(),
+            )
         }
     };
     let mut meta = json!({
@@ -299,7 +303,8 @@ pub fn pod(sim: &Sim, p: &PodState) -> KubeObject {
     };
     let mut status = json!({"phase": phase, "qosClass": "Burstable"});
     if let Some(at) = p.scheduled_ms {
-        let mut conditions = vec![json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": time(at)})];
+        let mut conditions =
+            vec![json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": time(at)})];
         if let Some(run) = p.running_ms {
             let ready = p.phase == PodPhase::Running;
             let changed = p.exit.map_or(run, |e| e.2);
@@ -316,7 +321,8 @@ pub fn pod(sim: &Sim, p: &PodState) -> KubeObject {
     }
     if let Some(run) = p.running_ms {
         status["podIP"] = json!(p.pod_ip());
-        let container_id = format!("containerd://{:016x}{:016x}", p.id.wrapping_mul(0x9E37_79B9_7F4A_7C15), p.id);
+        let container_id =
+            format!("containerd://{:016x}{:016x}", p.id.wrapping_mul(0x9E37_79B9_7F4A_7C15), p.id);
         let state = match p.exit {
             None => json!({"running": {"startedAt": time(run)}}),
             Some((code, reason, at)) => json!({"terminated": {"exitCode": code, "reason": reason,
