@@ -419,6 +419,8 @@ struct Sim {
     deferred: Vec<Ev>,
     stats: SimulationStats,
     nodes: u64,
+    /// Pod specs of the CronJobs' templates, then of the bare Jobs'.
+    pod_specs: Vec<k8s_openapi::api::core::v1::PodSpec>,
 }
 
 impl Sim {
@@ -458,6 +460,12 @@ impl Sim {
             })
             .collect();
         let nodes = u64::from(profile.cronjobs / 20).clamp(3, 1000);
+        let pod_specs = plan
+            .cronjobs
+            .iter()
+            .chain(plan.bare_jobs.iter().map(|b| &b.behavior))
+            .map(render::pod_spec)
+            .collect();
         let mut sim = Sim {
             profile,
             plan,
@@ -479,6 +487,7 @@ impl Sim {
             deferred: Vec::new(),
             stats: SimulationStats::default(),
             nodes,
+            pod_specs,
         };
         sim.stats.cronjobs = sim.plan.cronjobs.len() as u64;
         sim.stats.suspended_cronjobs = sim.plan.cronjobs.iter().filter(|c| c.suspend).count() as u64;
@@ -550,6 +559,13 @@ impl Sim {
         match owner {
             Owner::Cron(i) => &self.plan.cronjobs[i],
             Owner::Bare(i) => &self.plan.bare_jobs[i].behavior,
+        }
+    }
+
+    fn pod_spec(&self, owner: Owner) -> &k8s_openapi::api::core::v1::PodSpec {
+        match owner {
+            Owner::Cron(i) => &self.pod_specs[i],
+            Owner::Bare(i) => &self.pod_specs[self.plan.cronjobs.len() + i],
         }
     }
 

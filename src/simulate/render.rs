@@ -7,6 +7,11 @@ use super::{
     JobState, Owner, PodKind, PodPhase, PodState, Sim,
     fleet::{CronJobPlan, OPT_OUT_NAMESPACE},
 };
+use k8s_openapi::api::{
+    batch::v1::{CronJob, Job},
+    core::v1::{Pod, PodSpec},
+};
+
 use crate::{observe::admission::DEFAULT_OPT_OUT_ANNOTATION, trace::KubeObject};
 
 /// RFC 3339 with whole seconds (`metav1.Time`).
@@ -71,7 +76,12 @@ pub fn lease(sim: &Sim, i: usize) -> KubeObject {
     })))
 }
 
-fn pod_template(cj: &CronJobPlan, labels: &Json) -> Json {
+/// The pod spec of a CronJob's (or bare Job's) template, parsed once per simulation.
+pub fn pod_spec(cj: &CronJobPlan) -> PodSpec {
+    *parse(pod_spec_json(cj))
+}
+
+fn pod_spec_json(cj: &CronJobPlan) -> Json {
     let mut container = json!({
         "name": "main", "image": cj.image,
         "resources": {"requests": {"cpu": format!("{}m", cj.requests.0), "memory": format!("{}Mi", cj.requests.1)}},
@@ -87,15 +97,17 @@ fn pod_template(cj: &CronJobPlan, labels: &Json) -> Json {
             {"name": "S3_SECRET_KEY", "valueFrom": {"secretKeyRef": {"name": "s3-credentials", "key": "secret"}}},
         ]);
     }
+    json!({"containers": [container], "restartPolicy": "Never", "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler"})
+}
+
+/// The pod template without its spec (set from the cache after parsing).
+fn pod_template(cj: &CronJobPlan, labels: &Json) -> Json {
     let mut meta = json!({"labels": labels});
     if cj.template_opt_out {
         meta["annotations"] = json!({DEFAULT_OPT_OUT_ANNOTATION: "true"});
     }
-    json!({
-        "metadata": meta,
-        "spec": {"containers": [container], "restartPolicy": "Never", "terminationGracePeriodSeconds": 30,
-            "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler"},
-    })
+    json!({"metadata": meta})
 }
 
 fn job_spec(cj: &CronJobPlan, labels: &Json) -> Json {
@@ -148,9 +160,13 @@ pub fn cronjob(sim: &Sim, i: usize) -> KubeObject {
     if let Some(t) = st.last_successful_ms {
         status.insert("lastSuccessfulTime".into(), json!(time(t)));
     }
-    KubeObject::CronJob(parse(json!({
+    let mut object: Box<CronJob> = parse(json!({
         "apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta, "spec": spec, "status": status,
-    })))
+    }));
+    if let Some(spec) = object.spec.as_mut().and_then(|s| s.job_template.spec.as_mut()) {
+        spec.template.spec = Some(sim.pod_specs[i].clone());
+    }
+    KubeObject::CronJob(object)
 }
 
 fn job_labels(sim: &Sim, j: &JobState) -> Json {
@@ -236,9 +252,13 @@ pub fn job(sim: &Sim, j: &JobState) -> KubeObject {
     if !conditions.is_empty() {
         status.insert("conditions".into(), Json::Array(conditions));
     }
-    KubeObject::Job(parse(json!({
+    let mut object: Box<Job> = parse(json!({
         "apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec, "status": status,
-    })))
+    }));
+    if let Some(spec) = object.spec.as_mut() {
+        spec.template.spec = Some(sim.pod_spec(j.owner).clone());
+    }
+    KubeObject::Job(object)
 }
 
 /// A Pod in its current state.
@@ -249,8 +269,7 @@ pub fn pod(sim: &Sim, p: &PodState) -> KubeObject {
             let behavior = sim.behavior(j.owner);
             let labels = job_labels(sim, j);
             let owner = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": j.name, "uid": j.uid, "controller": true, "blockOwnerDeletion": true}]);
-            let spec = pod_template(behavior, &labels)["spec"].clone();
-            (behavior.namespace.as_str(), labels, Some(owner), spec, "main", behavior.image.clone())
+            (behavior.namespace.as_str(), labels, Some(owner), Json::Null, "main", behavior.image.clone())
         }
         PodKind::Session { session, namespace, requests } => {
             let labels = json!({"kubefacts.io/session": session, "app.kubernetes.io/name": "agent-runtime", "tenant": format!("tenant-{:04}", p.id % 97)});
@@ -292,7 +311,7 @@ pub fn pod(sim: &Sim, p: &PodState) -> KubeObject {
         meta["deletionGracePeriodSeconds"] = json!(30);
     }
     let mut spec = template_spec;
-    if let Some(node) = &p.node {
+    if let (Some(node), false) = (&p.node, spec.is_null()) {
         spec["nodeName"] = json!(node);
     }
     let phase = match p.phase {
@@ -334,9 +353,16 @@ pub fn pod(sim: &Sim, p: &PodState) -> KubeObject {
             "containerID": container_id, "started": p.exit.is_none(),
         }]);
     }
-    KubeObject::Pod(parse(json!({
+    let from_template = spec.is_null();
+    let mut object: Box<Pod> = parse(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status,
-    })))
+    }));
+    if from_template && let PodKind::Job(job_id) = &p.kind {
+        let mut spec = sim.pod_spec(sim.jobs[job_id].owner).clone();
+        spec.node_name = p.node.clone();
+        object.spec = Some(spec);
+    }
+    KubeObject::Pod(object)
 }
 
 #[cfg(test)]
