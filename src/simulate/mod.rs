@@ -894,7 +894,6 @@ impl Sim {
         let cs = &mut self.crons[i];
         cs.active.push(job);
         cs.last_schedule_ms = Some(scheduled);
-        self.now += self.rng.range(5, 30);
         self.touch_cron(i, out);
     }
 
@@ -1000,7 +999,6 @@ impl Sim {
             j.start_ms = Some(now);
         }
         self.emit(out, Item::Pod(id), false);
-        self.now += self.rng.range(5, 40);
         self.touch_job(job, out);
         if first && let Some(d) = deadline {
             self.at(now + d * 1000, Ev::JobDeadline(job));
@@ -1088,8 +1086,7 @@ impl Sim {
                 self.after(100, 1_000, Ev::PodGone(p));
             }
         }
-        let now = self.now + self.rng.range(5, 30);
-        self.now = now;
+        let now = self.now;
         let Some(j) = self.jobs.get_mut(&job) else { return };
         j.succeeded += j.uncounted_succeeded.len() as u32;
         j.failed += j.uncounted_failed.len() as u32;
@@ -1171,7 +1168,6 @@ impl Sim {
         }
         for d in doomed {
             self.stats.history_deletions += 1;
-            self.now += self.rng.range(2, 15);
             self.delete_job_background(d, out);
         }
     }
@@ -1342,7 +1338,6 @@ impl Sim {
                 debug_assert_eq!(self.sessions.len(), i + 1);
                 let requests = (*self.rng.pick(&[250, 500, 1000, 0]), *self.rng.pick(&[512, 1024, 2048]));
                 self.session_line(i, SessionState::Created, false, out);
-                self.now += self.rng.range(50, 300);
                 let p =
                     self.new_session_pod(pod_name, SESSION_NAMESPACE.to_owned(), id.clone(), requests, out);
                 self.sessions[i].pod = Some(p);
@@ -1350,7 +1345,6 @@ impl Sim {
                 self.after(5_000, 9_000, Ev::Session(i, 1));
                 if i == 0 {
                     // A foreign pod carrying this session's label (a debug copy elsewhere).
-                    self.now += 1;
                     self.new_session_pod(format!("debug-{id}"), "etl".into(), id, (100, 128), out);
                 }
             }
