@@ -10,6 +10,7 @@
 //!   the watcher publishes.
 //! * [`watch`] — publishing observations to Kafka.
 //! * [`runtime`] — the exactly-once processor runtime and its in-memory driver.
+//! * [`simulate`] — a deterministic cluster trace of a simulated batch fleet.
 //! * [`metrics`] — the Prometheus endpoint.
 //! * [`cli`] — the `kubefacts` command line.
 
@@ -21,6 +22,7 @@ pub mod journal;
 pub mod metrics;
 pub mod observe;
 pub mod runtime;
+pub mod simulate;
 pub mod telemetry;
 pub mod trace;
 pub mod watch;

@@ -8,6 +8,7 @@ mod progress;
 mod publish;
 mod replay;
 mod schemas;
+mod simulate;
 mod stages;
 mod tail;
 mod watch;
@@ -20,6 +21,7 @@ pub use process::ProcessArgs;
 pub use publish::PublishArgs;
 pub use replay::ReplayArgs;
 pub use schemas::SchemasArgs;
+pub use simulate::SimulateArgs;
 pub use stages::{StageReport, run_all_in_memory};
 pub use tail::TailArgs;
 pub use watch::WatchArgs;
@@ -113,6 +115,8 @@ pub enum Command {
     Tail(TailArgs),
     /// List the embedded schemas and check their evolution (BACKWARD_TRANSITIVE).
     Schemas(SchemasArgs),
+    /// Write a deterministic cluster trace of a simulated batch fleet (docs/SIMULATE.md).
+    Simulate(SimulateArgs),
 }
 
 impl Cli {
@@ -127,6 +131,7 @@ impl Cli {
             Command::Publish(args) => publish::run(args).await,
             Command::Watch(args) => watch::run(*args).await,
             Command::Schemas(args) => schemas::run(args),
+            Command::Simulate(args) => simulate::run(args),
         }
     }
 }
