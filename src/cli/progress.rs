@@ -53,7 +53,7 @@ impl Progress {
     /// item (the clock is read once in 256 calls).
     pub(crate) fn update(&mut self, done: u64, items: u64) {
         self.calls = self.calls.wrapping_add(1);
-        if !self.enabled || self.calls % 256 != 0 {
+        if !self.enabled || !self.calls.is_multiple_of(256) {
             return;
         }
         let now = Instant::now();
@@ -113,7 +113,7 @@ pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

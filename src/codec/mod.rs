@@ -99,7 +99,13 @@ impl Codec {
         let writer = self.writer_schema(framing).await?;
         let reader =
             self.schemas.current(&writer.full_name).ok().filter(|r| r.fingerprint != writer.fingerprint);
-        let value = read_datum(&writer.full_name, &writer.schema, reader.map(|r| &r.schema), datum)?;
+        // Preparing a reader costs about as much as a decode: an embedded schema read as it
+        // was written has one prepared for the whole process.
+        let prepared = reader.is_none().then(|| SchemaSet::embedded_reader(writer.fingerprint)).flatten();
+        let value = match prepared {
+            Some(prepared) => read_value_prepared(&writer.full_name, prepared, datum)?,
+            None => read_datum(&writer.full_name, &writer.schema, reader.map(|r| &r.schema), datum)?,
+        };
         Ok(Decoded { framing, schema_name: writer.full_name.clone(), value })
     }
 
@@ -196,12 +202,19 @@ pub fn read_datum(
     datum: &[u8],
 ) -> Result<Value, CodecError> {
     let err = |e| CodecError::Datum { schema: name.to_owned(), source: Box::new(e) };
+    let prepared = GenericDatumReader::builder(writer).maybe_reader_schema(reader).build().map_err(err)?;
+    read_value_prepared(name, &prepared, datum)
+}
+
+/// [`read_datum`] with a reader prepared beforehand.
+fn read_value_prepared(
+    name: &str,
+    prepared: &GenericDatumReader<'_>,
+    datum: &[u8],
+) -> Result<Value, CodecError> {
+    let err = |e| CodecError::Datum { schema: name.to_owned(), source: Box::new(e) };
     let mut input = EofGuard { rest: datum, hit_eof: false };
-    let value = GenericDatumReader::builder(writer)
-        .maybe_reader_schema(reader)
-        .build()
-        .map_err(err)?
-        .read_value(&mut input);
+    let value = prepared.read_value(&mut input);
     // Running out of input is the cause, whatever apache-avro made of it.
     if input.hit_eof {
         return Err(CodecError::TruncatedDatum { schema: name.to_owned(), len: datum.len() });
