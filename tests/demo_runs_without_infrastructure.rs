@@ -1,14 +1,20 @@
-//! README's first command: `kubefacts demo` runs on the bundled trace with no broker and
-//! no cluster, writes readable outputs, and nothing the watcher must drop reaches them.
+//! README's first command: `kubefacts demo` simulates a small fleet and runs the pipeline
+//! with no broker and no cluster, writes readable outputs (JSON lines and Avro container
+//! files another implementation decodes), and nothing the watcher must drop reaches them.
 
 mod support;
 
-use std::{fs, process::Command};
+use std::{fs, path::Path, process::Command};
 
-fn run_demo(dir: &std::path::Path) -> (String, String) {
+/// Simulated hours in the tests' demo runs: the default day takes about a minute in a debug
+/// build (seconds in release, README's command); a quarter of it covers every path.
+const TEST_HOURS: &str = "6";
+
+fn run_demo(dir: &Path, extra: &[&str]) -> (String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
         .args(["demo", "--output"])
         .arg(dir)
+        .args(extra)
         // Nothing to reach: make sure no broker or registry setting is picked up either.
         .env_remove("KUBEFACTS_BOOTSTRAP")
         .env_remove("KUBEFACTS_REGISTRY")
@@ -19,51 +25,36 @@ fn run_demo(dir: &std::path::Path) -> (String, String) {
     (stdout, stderr)
 }
 
-#[test]
-fn demo_round_trips_every_observation_and_ships_no_secrets() {
-    let dir = tempfile::tempdir().unwrap();
-    let (stdout, stderr) = run_demo(dir.path());
-    assert!(stdout.contains("162 records encoded and decoded back identical"), "{stdout}");
-    assert!(stdout.contains("no trace entry was rejected"), "{stdout}");
-    assert!(stderr.is_empty(), "{stderr}");
+/// Secrets the simulated and the bundled traces carry in env, args and container specs.
+const SECRETS: [&str; 8] = [
+    "hunter2",
+    "s3cr3t",
+    "do-not-ship",
+    "demo-token-git",
+    "password authentication",
+    "etl-db-credentials",
+    "s3-credentials",
+    "db-password",
+];
 
+fn assert_no_secret_in(dir: &Path) -> usize {
     let mut outputs = 0;
-    for entry in fs::read_dir(dir.path()).unwrap() {
+    for entry in fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let bytes = fs::read(&path).unwrap();
         assert!(!bytes.is_empty(), "{} is empty", path.display());
         let text = String::from_utf8_lossy(&bytes);
-        for secret in [
-            "hunter2",
-            "s3cr3t",
-            "do-not-ship",
-            "demo-token-git",
-            "password authentication",
-            "etl-db-credentials",
-        ] {
+        for secret in SECRETS {
             assert!(!text.contains(secret), "{} leaks {secret:?}", path.display());
         }
         outputs += 1;
     }
-    // A .jsonl and a .avro per input topic, and a .jsonl per processor output written to.
-    assert_eq!(
-        outputs, 14,
-        "10 input files + job-run-facts, the journal's repartition topic, job-runs and cleanup-decisions"
-    );
-    assert!(dir.path().join("kubefacts.job-runs.v1.jsonl").exists());
-    assert!(stdout.contains("nightly-export-29932455      Failed (BackoffLimitExceeded)"), "{stdout}");
-    assert!(stdout.contains("backfill-2026-11") && stdout.contains("retention 300 s (JobTtl)"), "{stdout}");
-
-    // The guard above can fail: the trace itself carries those secrets.
-    let trace = fs::read_to_string(support::repo_path("tests/fixtures/traces/demo.jsonl")).unwrap();
-    assert!(trace.contains("hunter2") && trace.contains("do-not-ship"));
+    outputs
 }
 
-#[test]
-fn demo_outputs_are_readable_by_another_avro_implementation() {
+/// Record counts of every `.avro` file in `dir`, read by fastavro.
+fn fastavro_counts(dir: &Path) -> serde_json::Value {
     let infra = support::infra();
-    let dir = tempfile::tempdir().unwrap();
-    run_demo(dir.path());
     let script = r#"
 import fastavro, json, pathlib, sys
 counts = {}
@@ -72,21 +63,85 @@ for p in sorted(pathlib.Path(sys.argv[1]).glob("*.avro")):
         counts[p.stem] = sum(1 for _ in fastavro.reader(f))
 print(json.dumps(counts))
 "#;
-    let out = Command::new(&infra.python).args(["-c", script]).arg(dir.path()).output().unwrap();
+    let out = Command::new(&infra.python).args(["-c", script]).arg(dir).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let counts: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn demo_simulates_a_fleet_summarises_it_and_writes_files_fastavro_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, stderr) = run_demo(dir.path(), &["--hours", TEST_HOURS]);
+    assert!(stderr.is_empty(), "{stderr}");
+    assert!(stdout.contains("simulated small fleet, 6 h, seed 1"), "{stdout}");
+    assert!(stdout.contains("records encoded and decoded back identical"), "{stdout}");
+    assert!(
+        stdout.contains("no trace entry was rejected") && stdout.contains("no record was dead-lettered"),
+        "{stdout}"
+    );
+    // The summary: runs per window, the failing CronJobs with exits, the decisions.
+    for part in [
+        "finished runs per journal window",
+        "top failing CronJobs and Jobs",
+        "×BackoffLimitExceeded",
+        "×137/OOMKilled",
+        "cleanup decisions",
+        "excluded:",
+    ] {
+        assert!(stdout.contains(part), "no {part:?} in the summary:\n{stdout}");
+    }
+    let windows = stdout.lines().filter(|l| l.starts_with("  2026-11-01T0")).count();
+    assert_eq!(windows, 6, "one row per hour window:\n{stdout}");
+
+    // A .jsonl and a .avro per input topic and per fact topic; the repartition topic is
+    // internal and not written.
+    let outputs = assert_no_secret_in(dir.path());
+    assert_eq!(outputs, 16, "5 input topics + job-run-facts, job-runs and cleanup-decisions, twice each");
+    assert!(!dir.path().join("kubefacts.internal.journal-repartition.v1.jsonl").exists());
+
+    // Another Avro implementation reads every container file, record for record.
+    let counts = fastavro_counts(dir.path());
     let jsonl_lines =
         |topic: &str| fs::read_to_string(dir.path().join(format!("{topic}.jsonl"))).unwrap().lines().count();
+    let topics = counts.as_object().unwrap();
+    assert_eq!(topics.len(), 8, "{counts}");
+    for (topic, n) in topics {
+        assert_eq!(n.as_u64().unwrap() as usize, jsonl_lines(topic), "{topic}: {counts}");
+        assert!(n.as_u64().unwrap() > 0, "{topic} is empty");
+    }
+    // The guard above can fail: the simulated trace itself carries those secrets.
+    let trace = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+        .args(["simulate", "--profile", "small", "--hours", "1", "--seed", "1", "--output", "-"])
+        .output()
+        .unwrap();
+    let trace = String::from_utf8_lossy(&trace.stdout);
+    assert!(trace.contains("hunter2") && trace.contains("do-not-ship") && trace.contains("s3-credentials"));
+}
+
+#[test]
+fn demo_of_the_bundled_trace_lists_its_runs_and_ships_no_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = support::repo_path("tests/fixtures/traces/demo.jsonl");
+    let (stdout, stderr) = run_demo(dir.path(), &["--trace", &trace]);
+    assert!(stdout.contains("162 records encoded and decoded back identical"), "{stdout}");
+    assert!(stdout.contains("no trace entry was rejected"), "{stdout}");
+    assert!(stderr.is_empty(), "{stderr}");
+    assert_no_secret_in(dir.path());
+    // A short trace lists every run.
+    assert!(stdout.contains("nightly-export-29932455      Failed (BackoffLimitExceeded)"), "{stdout}");
+    assert!(stdout.contains("backfill-2026-11") && stdout.contains("retention 300 s (JobTtl)"), "{stdout}");
+    let counts = fastavro_counts(dir.path());
     for topic in [
         "kubefacts.pods.v1",
         "kubefacts.jobs.v1",
-        "kubefacts.cronjobs.v1",
-        "kubefacts.leases.v1",
-        "kubefacts.sessions.v1",
+        "kubefacts.job-run-facts.v1",
+        "kubefacts.cleanup-decisions.v1",
     ] {
-        assert_eq!(counts[topic], jsonl_lines(topic), "{topic}: {counts}");
-        assert!(jsonl_lines(topic) > 10);
+        assert!(counts[topic].as_u64().unwrap() > 0, "{topic}: {counts}");
     }
+    // The guard above can fail: the trace itself carries those secrets.
+    let text = fs::read_to_string(&trace).unwrap();
+    assert!(text.contains("hunter2") && text.contains("do-not-ship"));
 }
 
 #[test]
@@ -121,7 +176,9 @@ fn every_verb_documents_itself() {
         &["process", "--help"],
         &["replay", "--help"],
     ];
-    for verb in verbs.into_iter().chain([&["watch", "--help"][..], &["publish", "--help"]]) {
+    let more =
+        [&["watch", "--help"][..], &["publish", "--help"], &["simulate", "--help"], &["cleaner", "--help"]];
+    for verb in verbs.into_iter().chain(more) {
         // A registry URL's credentials from the environment never show in --help.
         let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
             .args(verb)

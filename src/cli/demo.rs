@@ -1,11 +1,13 @@
-//! `kubefacts demo`: the embedded default. Reads a cluster trace (a bundled one unless
-//! `--trace` names another), turns it into observations exactly as the watcher does
-//! (minimize → key), encodes each as Avro single-object records, decodes them back with
-//! the generic decoder, checks they are identical, and writes what a consumer would see.
-//! No broker, no cluster.
+//! `kubefacts demo`: the embedded default. Simulates a small batch fleet for a day
+//! (`simulate`'s `small` profile, fixed seed) — or reads a trace given with `--trace` —
+//! turns it into observations exactly as the watcher does (minimize → admit → key), encodes
+//! each as Avro single-object records, decodes them back with the generic decoder, checks
+//! they are identical, runs every configured stage over them in memory, and writes what a
+//! consumer would see: JSON lines and Avro object-container files per topic. No broker,
+//! no cluster.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     fs::{self, File},
     io::{BufWriter, Write},
     path::{Path, PathBuf},
@@ -15,24 +17,31 @@ use std::{
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::{observed::Observed, replay::write_jsonl, stages::run_all_in_memory};
+use super::{
+    observed::{Observed, TraceFile},
+    progress::{Progress, thousands},
+    replay::write_jsonl,
+    stages::run_all_in_memory,
+};
 use crate::{
-    cleanup::CleanupDecision,
+    cleanup::{CleanupDecision, RetentionSource},
     codec::{
         Codec, RecordWriter,
         json::{Timestamps, rfc3339_millis, to_json},
     },
     config::PipelineConfig,
-    journal::JobRun,
+    journal::{JobRun, JobRunWindow, RunResult},
     observe::{AdmissionCounts, InputTopic, ObservationRecord, Observer, model::Source},
     runtime::driver::{MemInputs, MemTopic},
+    simulate,
+    trace::{TraceEntry, TraceError},
 };
 
 /// Partitions of the demo's in-memory topics (as `replay`'s default).
 const DEMO_PARTITIONS: i32 = 3;
-
-/// The trace `demo` runs on when none is given.
-pub const BUNDLED_TRACE: &str = include_str!("../../tests/fixtures/traces/demo.jsonl");
+/// Runs listed one by one when a trace has at most this many (a hand-written trace);
+/// beyond, the summary aggregates.
+const LIST_RUNS_UP_TO: usize = 20;
 
 /// Arguments of `kubefacts demo`.
 #[derive(Debug, Args)]
@@ -40,9 +49,19 @@ pub struct DemoArgs {
     /// Folder for the outputs (created; existing files of the same names are replaced).
     #[arg(long, default_value = "demo-output")]
     pub output: PathBuf,
-    /// A cluster trace to run instead of the bundled one (docs/TRACE_FORMAT.md).
-    #[arg(long)]
+    /// A cluster trace to run instead of a simulated one (docs/TRACE_FORMAT.md; `-` reads
+    /// standard input).
+    #[arg(long, conflicts_with_all = ["profile", "hours", "seed"])]
     pub trace: Option<PathBuf>,
+    /// The simulated fleet (docs/SIMULATE.md): small, medium or large.
+    #[arg(long, default_value = "small")]
+    pub profile: String,
+    /// Hours of cluster time to simulate (default: the profile's).
+    #[arg(long)]
+    pub hours: Option<u32>,
+    /// Seed of the simulation: the same seed gives the same cluster.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Pipeline configuration (default: the embedded pipelines/default.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -54,8 +73,18 @@ struct TopicTally {
     records: u64,
     markers: u64,
     bytes: u64,
-    keys: std::collections::BTreeSet<String>,
+    keys: BTreeSet<String>,
 }
+
+/// One line of an input topic's JSON lines file.
+#[derive(serde::Serialize)]
+struct InputLine<'a> {
+    key: Option<&'a str>,
+    value: &'a serde_json::Value,
+}
+
+/// Where the demo's trace entries come from.
+type Entries = Box<dyn Iterator<Item = Result<TraceEntry, TraceError>>>;
 
 pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -63,12 +92,32 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         Some(p) => PipelineConfig::load(p)?,
         None => PipelineConfig::embedded_default()?,
     };
-    let (trace_name, trace_text) = match &args.trace {
-        Some(p) => (
-            p.display().to_string(),
-            fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
-        ),
-        None => ("bundled demo trace".to_owned(), BUNDLED_TRACE.to_owned()),
+    // A file is measured in bytes read, a simulation in stream time covered.
+    let (trace_name, entries, mut progress, read_bytes, span_ms): (String, Entries, _, _, _) = match &args
+        .trace
+    {
+        Some(path) => {
+            let file = TraceFile::open(path)?;
+            let progress = Progress::new("demo: observing", "observations", file.total_bytes, true);
+            (file.name.clone(), Box::new(file.entries), progress, Some(file.read_bytes), None)
+        }
+        None => {
+            let profile = simulate::profile(&args.profile)?;
+            let hours = args.hours.unwrap_or(profile.default_hours);
+            let span_ms = i64::from(hours) * 3_600_000;
+            let progress = Progress::new("demo: simulating", "observations", Some(span_ms as u64), false);
+            let name = format!(
+                "simulated {} fleet, {hours} h, seed {} (`kubefacts simulate --profile {} --hours {hours} --seed {}` writes this trace)",
+                profile.name, args.seed, profile.name, args.seed
+            );
+            (
+                name,
+                Box::new(simulate::simulate(&profile, hours, args.seed).map(Ok)),
+                progress,
+                None,
+                Some(span_ms),
+            )
+        }
     };
     fs::create_dir_all(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
 
@@ -93,74 +142,89 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
     let mut tallies: BTreeMap<InputTopic, TopicTally> = BTreeMap::new();
     let mut round_trips = 0u64;
+    let mut first_observed_at = None;
     // What the processors read: the same observations, partitioned as on Kafka.
     let mut inputs = MemInputs::new(&codec, &config.topics, DEMO_PARTITIONS)?;
-    let mut observed = Observed::new("demo", crate::trace::read(trace_text.as_bytes()), &mut observer);
-    for obs in (&mut observed).flatten() {
-        let bytes = obs.record.encode(&writers[&obs.topic])?;
-        // What any consumer does: decode by framing, then read the typed record.
-        let decoded = codec.decode(&bytes).await?;
-        let back = ObservationRecord::from_value(obs.topic, &decoded.value)?;
-        if back != obs.record {
-            bail!(
-                "round trip changed a {} record:\n  wrote {:?}\n  read  {:?}",
-                obs.topic.as_str(),
-                obs.record,
-                back
-            );
-        }
-        round_trips += 1;
-        inputs.push(&obs)?;
-        let tally = tallies.entry(obs.topic).or_default();
-        tally.records += 1;
-        tally.bytes += bytes.len() as u64;
-        match &obs.key {
-            Some(k) => {
-                tally.keys.insert(k.clone());
+    let mut observed = Observed::new("demo", entries, &mut observer);
+    while let Some(batch) = observed.next() {
+        let at = observed.last_observed_at_ms;
+        let first = *first_observed_at.get_or_insert(at);
+        for obs in batch {
+            let bytes = obs.record.encode(&writers[&obs.topic])?;
+            // What any consumer does: decode by framing, then read the typed record.
+            let decoded = codec.decode(&bytes).await?;
+            let back = ObservationRecord::from_value(obs.topic, &decoded.value)?;
+            if back != obs.record {
+                bail!(
+                    "round trip changed a {} record:\n  wrote {:?}\n  read  {:?}",
+                    obs.topic.as_str(),
+                    obs.record,
+                    back
+                );
             }
-            None => tally.markers += 1,
+            round_trips += 1;
+            inputs.push(&obs)?;
+            let tally = tallies.entry(obs.topic).or_default();
+            tally.records += 1;
+            tally.bytes += bytes.len() as u64;
+            match &obs.key {
+                Some(k) => {
+                    tally.keys.insert(k.clone());
+                }
+                None => tally.markers += 1,
+            }
+            let line =
+                InputLine { key: obs.key.as_deref(), value: &to_json(&decoded.value, Timestamps::Rfc3339) };
+            let out = jsonl.get_mut(&obs.topic).expect("every topic has a file");
+            serde_json::to_writer(&mut *out, &line)?;
+            out.write_all(b"\n")?;
+            containers
+                .get_mut(&obs.topic)
+                .expect("every topic has a file")
+                .append_value_ref(&decoded.value)?;
         }
-        let line = serde_json::json!({
-            "key": obs.key,
-            "value": to_json(&decoded.value, Timestamps::Rfc3339),
-        });
-        let out = jsonl.get_mut(&obs.topic).expect("every topic has a file");
-        serde_json::to_writer(&mut *out, &line)?;
-        out.write_all(b"\n")?;
-        containers.get_mut(&obs.topic).expect("every topic has a file").append_value_ref(&decoded.value)?;
+        let done = match &read_bytes {
+            Some(read) => read.get(),
+            None => (at - first).max(0) as u64,
+        };
+        progress.update(done, round_trips);
     }
     let (entries, rejected) = (observed.entries, observed.rejected);
+    let stream_span_ms = span_ms.unwrap_or(observed.last_observed_at_ms - first_observed_at.unwrap_or(0));
     observer.finish();
+    progress.finish();
+    let observe_secs = started.elapsed().as_secs_f64();
 
     // The pipeline's stages over them, in memory, as `replay` runs them.
+    let stages_started = Instant::now();
     let mut logs: BTreeMap<String, MemTopic> =
         inputs.into_topics().into_iter().map(|t| (t.name.clone(), t)).collect();
-    let input_names: std::collections::BTreeSet<String> = logs.keys().cloned().collect();
+    let input_names: BTreeSet<String> = logs.keys().cloned().collect();
     let dead_letter = config.topics.full(&config.topics.dead_letter);
     run_all_in_memory(&codec, &config, &config.process.stages, &mut logs, &dead_letter, DEMO_PARTITIONS)
         .await?;
+    let stage_secs = stages_started.elapsed().as_secs_f64();
+    // A topic one stage writes and a later one reads (a repartition topic) is internal:
+    // counted, not written out.
+    let read_by_stages: BTreeSet<&String> = config.process.stages.iter().flat_map(|s| &s.inputs).collect();
     let mut processed = Vec::new();
     for (name, log) in &logs {
-        if !input_names.contains(name) && !log.is_empty() {
+        if input_names.contains(name) || log.is_empty() {
+            continue;
+        }
+        let internal = read_by_stages.contains(name);
+        if !internal {
             write_jsonl(&codec, log, &args.output).await?;
-            processed.push((name.clone(), log.len()));
+            write_container(&codec, log, &args.output).await?;
         }
+        processed.push((name.clone(), log.len(), internal));
     }
-    let facts = config.topics.full(&config.topics.job_run_facts);
-    let mut runs: Vec<JobRun> = Vec::new();
-    for rec in logs.get(&facts).into_iter().flat_map(|t| t.partitions.iter().flatten()) {
-        if let Some(v) = &rec.value {
-            runs.push(codec.decode_as(v).await?);
-        }
-    }
-    runs.sort_by(|a, b| (a.finished_at, &a.run_name).cmp(&(b.finished_at, &b.run_name)));
-    let decided = config.topics.full(&config.topics.cleanup_decisions);
-    let mut decisions: Vec<CleanupDecision> = Vec::new();
-    for rec in logs.get(&decided).into_iter().flat_map(|t| t.partitions.iter().flatten()) {
-        if let Some(v) = &rec.value {
-            decisions.push(codec.decode_as(v).await?);
-        }
-    }
+    let runs: Vec<JobRun> =
+        decode_all(&codec, logs.get(&config.topics.full(&config.topics.job_run_facts))).await?;
+    let windows: Vec<JobRunWindow> =
+        decode_all(&codec, logs.get(&config.topics.full(&config.topics.job_runs))).await?;
+    let mut decisions: Vec<CleanupDecision> =
+        decode_all(&codec, logs.get(&config.topics.full(&config.topics.cleanup_decisions))).await?;
     decisions.sort_by(|a, b| (a.decided_at, &a.job).cmp(&(b.decided_at, &b.job)));
     for (_, mut w) in jsonl {
         w.flush()?;
@@ -171,8 +235,8 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
 
     print_summary(
         &trace_name,
-        trace_text.len(),
         entries,
+        stream_span_ms,
         &tallies,
         round_trips,
         &rejected,
@@ -180,8 +244,52 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         &args.output,
         &config,
     );
-    print_processors(&config, &processed, &runs, &decisions);
-    println!("\nfinished in {:.2} s", started.elapsed().as_secs_f64());
+    let dead_letters = logs.get(&dead_letter).map_or(0, MemTopic::len);
+    print_processors(&config, &processed, dead_letters, round_trips as f64 / stage_secs.max(1e-9));
+    print_runs(&runs, &windows);
+    print_decisions(&config, &decisions);
+    println!("(lease coverage and session projections join this demo as they land)");
+    println!(
+        "\nfinished in {:.2} s ({observe_secs:.2} s observing, encoding and decoding; {stage_secs:.2} s in the processors)",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Decodes every value of `log` (if any) as `T`.
+async fn decode_all<T: serde::de::DeserializeOwned>(
+    codec: &Codec,
+    log: Option<&MemTopic>,
+) -> anyhow::Result<Vec<T>> {
+    let mut out = Vec::new();
+    for rec in log.into_iter().flat_map(|t| t.partitions.iter().flatten()) {
+        if let Some(v) = &rec.value {
+            out.push(codec.decode_as(v).await?);
+        }
+    }
+    Ok(out)
+}
+
+/// Writes a processor's topic as an Avro object-container file (values only, in partition
+/// and offset order), under the current schema of the records' writer.
+async fn write_container(codec: &Codec, log: &MemTopic, dir: &Path) -> anyhow::Result<()> {
+    let mut writer = None;
+    for rec in log.partitions.iter().flatten() {
+        let Some(bytes) = &rec.value else { continue };
+        let decoded = codec.decode(bytes).await?;
+        let w = match &mut writer {
+            Some(w) => w,
+            None => {
+                let known = codec.schemas().current(&decoded.schema_name)?;
+                let file = create(dir, &format!("{}.avro", log.name))?;
+                writer.insert(apache_avro::Writer::new(&known.schema, BufWriter::new(file))?)
+            }
+        };
+        w.append_value_ref(&decoded.value)?;
+    }
+    if let Some(w) = writer {
+        w.into_inner()?.flush()?;
+    }
     Ok(())
 }
 
@@ -193,8 +301,8 @@ fn create(dir: &Path, name: &str) -> anyhow::Result<File> {
 #[allow(clippy::too_many_arguments)]
 fn print_summary(
     trace_name: &str,
-    trace_bytes: usize,
     entries: u64,
+    stream_span_ms: i64,
     tallies: &BTreeMap<InputTopic, TopicTally>,
     round_trips: u64,
     rejected: &BTreeMap<String, u64>,
@@ -203,18 +311,18 @@ fn print_summary(
     config: &PipelineConfig,
 ) {
     println!(
-        "kubefacts demo — {trace_name}: {entries} trace entries, {:.1} KiB of Kubernetes JSON",
-        trace_bytes as f64 / 1024.0
+        "kubefacts demo — {trace_name}\n{} trace entries over {:.1} h of cluster time",
+        thousands(entries),
+        stream_span_ms as f64 / 3_600_000.0
     );
     println!("\nobservations, as the watcher would publish them (minimized, keyed, Avro single-object):");
     println!(
-        "  {:<30} {:>8} {:>8} {:>6} {:>10} {:>9}",
+        "  {:<30} {:>9} {:>8} {:>8} {:>12} {:>6}",
         "topic", "records", "markers", "keys", "bytes", "avg B"
     );
-    let total_bytes: u64 = tallies.values().map(|t| t.bytes).sum();
     for (topic, t) in tallies {
         println!(
-            "  {:<30} {:>8} {:>8} {:>6} {:>10} {:>9.0}",
+            "  {:<30} {:>9} {:>8} {:>8} {:>12} {:>6.0}",
             topic.topic_name(&config.topics),
             t.records,
             t.markers,
@@ -224,10 +332,7 @@ fn print_summary(
         );
     }
     println!(
-        "\n{round_trips} records encoded and decoded back identical; {:.1} KiB on the wire vs {:.1} KiB of trace JSON ({:.0}% — env, args, commands, volumes, images and messages never leave the watcher)",
-        total_bytes as f64 / 1024.0,
-        trace_bytes as f64 / 1024.0,
-        100.0 * total_bytes as f64 / trace_bytes.max(1) as f64
+        "{round_trips} records encoded and decoded back identical (env, args, commands, volumes, images and messages never leave the watcher)"
     );
     let admitted: u64 = admission.admitted.values().sum();
     let excluded: Vec<String> = admission
@@ -253,51 +358,150 @@ fn print_summary(
         }
     }
     println!(
-        "\noutputs in {}/: <topic>.jsonl (decoded, one record per line) and <topic>.avro (Avro object container files)",
+        "outputs in {}/: <topic>.jsonl (decoded, one record per line) and <topic>.avro (Avro object container files)",
         output.display()
     );
 }
 
-/// The processors' part of the summary: what each stage wrote, and the runs filed.
+/// What each stage wrote.
 fn print_processors(
     config: &PipelineConfig,
-    processed: &[(String, usize)],
-    runs: &[JobRun],
-    decisions: &[CleanupDecision],
+    processed: &[(String, usize, bool)],
+    dead_letters: usize,
+    rate: f64,
 ) {
     let stages: Vec<&str> = config.process.stages.iter().map(|s| s.name()).collect();
-    println!("\nprocessors, in memory as on Kafka (stages: {}):", stages.join(" → "));
-    for (topic, n) in processed {
-        println!("  {topic:<40} {n:>6} records");
-    }
-    println!("\nfinished runs filed (job-run-facts):");
-    for r in runs {
-        let exits: Vec<String> = r
-            .exits
-            .iter()
-            .map(|e| format!("{}×{}/{}", e.count, e.exit_code, e.reason.as_deref().unwrap_or("-")))
-            .collect();
+    println!(
+        "\nprocessors, in memory as on Kafka (stages: {}; {} observations/s on one core):",
+        stages.join(" → "),
+        thousands(rate as u64)
+    );
+    for (topic, n, internal) in processed {
         println!(
-            "  {:<28} {:?}{} — pods {} ok, {} failed; exits {}",
-            r.run_name,
-            r.result,
-            r.failure_reason.as_deref().map(|f| format!(" ({f})")).unwrap_or_default(),
-            r.succeeded_pods,
-            r.failed_pods,
+            "  {topic:<42} {n:>8} records{}",
+            if *internal { " (internal: not written out)" } else { "" }
+        );
+    }
+    if dead_letters == 0 {
+        println!("no record was dead-lettered");
+    }
+}
+
+/// Runs per journal window, the CronJobs that fail most with their exit breakdown, and —
+/// for a short hand-written trace — every run.
+fn print_runs(runs: &[JobRun], windows: &[JobRunWindow]) {
+    // The journal supersedes: per window, the highest revision is the window.
+    let mut latest: BTreeMap<i64, &JobRunWindow> = BTreeMap::new();
+    for w in windows {
+        let slot = latest.entry(w.window_start).or_insert(w);
+        if w.revision > slot.revision {
+            *slot = w;
+        }
+    }
+    println!("\nfinished runs per journal window (job-runs; the highest revision of each window):");
+    println!("  {:<22} {:>7} {:>9} {:>7}  state", "window start", "runs", "succeeded", "failed");
+    for (start, w) in &latest {
+        let failed = w.runs.iter().filter(|r| r.result == RunResult::Failed).count();
+        println!(
+            "  {:<22} {:>7} {:>9} {:>7}  {}",
+            rfc3339_millis(*start).unwrap_or_default(),
+            w.runs.len(),
+            w.runs.len() - failed,
+            failed,
+            if w.is_final {
+                format!("final, revision {}", w.revision)
+            } else {
+                format!("open, revision {}", w.revision)
+            }
+        );
+    }
+    let total_failed = runs.iter().filter(|r| r.result == RunResult::Failed).count();
+    println!("{} runs filed (job-run-facts), {} failed", runs.len(), total_failed);
+
+    // Per owner: failed runs, why, and how their containers exited.
+    #[derive(Default)]
+    struct Failing<'a> {
+        namespace: &'a str,
+        runs: usize,
+        failed: usize,
+        reasons: BTreeMap<&'a str, usize>,
+        exits: BTreeMap<(i32, &'a str), i64>,
+    }
+    let mut owners: BTreeMap<(&str, &str), Failing> = BTreeMap::new();
+    for r in runs {
+        let f = owners.entry((&r.namespace, &r.owner.name)).or_default();
+        f.namespace = &r.namespace;
+        f.runs += 1;
+        if r.result == RunResult::Failed {
+            f.failed += 1;
+            *f.reasons.entry(r.failure_reason.as_deref().unwrap_or("-")).or_default() += 1;
+        }
+        for e in r.exits.iter().filter(|e| e.exit_code != 0) {
+            *f.exits.entry((e.exit_code, e.reason.as_deref().unwrap_or("-"))).or_default() += e.count;
+        }
+    }
+    let mut failing: Vec<(&(&str, &str), &Failing)> =
+        owners.iter().filter(|(_, f)| f.failed > 0 || !f.exits.is_empty()).collect();
+    failing.sort_by(|a, b| {
+        (b.1.failed, b.1.exits.values().sum::<i64>()).cmp(&(a.1.failed, a.1.exits.values().sum()))
+    });
+    println!("\ntop failing CronJobs and Jobs (failed runs, reasons, non-zero container exits):");
+    if failing.is_empty() {
+        println!("  none failed");
+    }
+    for ((_, name), f) in failing.iter().take(5) {
+        let reasons: Vec<String> = f.reasons.iter().map(|(r, n)| format!("{n}×{r}")).collect();
+        let exits: Vec<String> =
+            f.exits.iter().map(|((code, reason), n)| format!("{n}×{code}/{reason}")).collect();
+        println!(
+            "  {:<36} {:>4}/{:<4} runs failed  {:<40} exits {}",
+            format!("{}/{name}", f.namespace),
+            f.failed,
+            f.runs,
+            if reasons.is_empty() { "-".to_owned() } else { reasons.join(", ") },
             if exits.is_empty() { "none".to_owned() } else { exits.join(", ") }
         );
     }
+    if runs.len() <= LIST_RUNS_UP_TO {
+        println!("\nevery run:");
+        let mut sorted: Vec<&JobRun> = runs.iter().collect();
+        sorted.sort_by(|a, b| (a.finished_at, &a.run_name).cmp(&(b.finished_at, &b.run_name)));
+        for r in sorted {
+            let exits: Vec<String> = r
+                .exits
+                .iter()
+                .map(|e| format!("{}×{}/{}", e.count, e.exit_code, e.reason.as_deref().unwrap_or("-")))
+                .collect();
+            println!(
+                "  {:<28} {:?}{} — pods {} ok, {} failed; exits {}",
+                r.run_name,
+                r.result,
+                r.failure_reason.as_deref().map(|f| format!(" ({f})")).unwrap_or_default(),
+                r.succeeded_pods,
+                r.failed_pods,
+                if exits.is_empty() { "none".to_owned() } else { exits.join(", ") }
+            );
+        }
+    }
+}
+
+/// The cleanup decisions: how many, why, and the first few.
+fn print_decisions(config: &PipelineConfig, decisions: &[CleanupDecision]) {
+    let by_ttl = decisions.iter().filter(|d| d.retention_source == RetentionSource::JobTtl).count();
     println!(
-        "\ncleanup decisions (retention {} s unless the Job's TTL is shorter; `kubefacts cleaner --apply` deletes):",
-        config.cleanup.job_retention_secs
+        "\ncleanup decisions (retention {} s unless the Job's TTL is shorter; `kubefacts cleaner --apply` deletes): {} decided, {} by the Job's own TTL, {} by the default retention",
+        config.cleanup.job_retention_secs,
+        decisions.len(),
+        by_ttl,
+        decisions.len() - by_ttl
     );
     if decisions.is_empty() {
         println!("  none: no finished Job outlived its retention in this trace");
     }
-    for d in decisions {
+    for d in decisions.iter().take(5) {
         println!(
-            "  {:<28} finished {}, retention {} s ({:?}), decided at {} (sweep {})",
-            d.job.name,
+            "  {:<36} finished {}, retention {} s ({:?}), decided at {} (sweep {})",
+            format!("{}/{}", d.job.namespace, d.job.name),
             rfc3339_millis(d.finished_at).unwrap_or_default(),
             d.retention_secs,
             d.retention_source,
@@ -305,5 +509,7 @@ fn print_processors(
             d.sweep
         );
     }
-    println!("(lease coverage and session projections join this demo as they land)");
+    if decisions.len() > 5 {
+        println!("  … and {} more in cleanup-decisions.v1", decisions.len() - 5);
+    }
 }

@@ -129,13 +129,13 @@ pub(super) async fn write_jsonl(
                 Some(k) => serde_json::Value::String(String::from_utf8_lossy(k).into_owned()),
                 None => serde_json::Value::Null,
             };
-            let line = serde_json::json!({
-                "partition": partition,
-                "offset": offset,
-                "timestamp": crate::codec::json::rfc3339_millis(rec.timestamp_ms),
-                "key": key,
-                "value": value,
-            });
+            let line = Line {
+                partition,
+                offset,
+                timestamp: crate::codec::json::rfc3339_millis(rec.timestamp_ms),
+                key: &key,
+                value: &value,
+            };
             serde_json::to_writer(&mut out, &line)?;
             out.write_all(b"\n")?;
             n += 1;
@@ -143,4 +143,15 @@ pub(super) async fn write_jsonl(
     }
     out.flush()?;
     Ok(n)
+}
+
+/// One line of a topic's JSON lines file (serialized in place: `json!` would copy the
+/// decoded value once more).
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    partition: usize,
+    offset: usize,
+    timestamp: Option<String>,
+    key: &'a serde_json::Value,
+    value: &'a serde_json::Value,
 }

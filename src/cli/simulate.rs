@@ -11,6 +11,7 @@ use std::{
 use anyhow::Context;
 use clap::Args;
 
+use super::progress::Progress;
 use crate::simulate::{self, SimulationStats};
 
 /// Arguments of `kubefacts simulate`.
@@ -64,10 +65,16 @@ pub(super) fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let mut out = Counting { inner: BufWriter::with_capacity(1 << 20, sink), bytes: 0 };
     let started = Instant::now();
     let mut sim = simulate::simulate_from(&profile, hours, args.seed, start.as_millisecond());
+    let span_ms = u64::from(hours) * 3_600_000;
+    let mut progress = Progress::new("simulate", "entries", Some(span_ms), false);
+    let mut entries = 0u64;
     for entry in sim.by_ref() {
         entry.write_line(&mut out).context("writing the trace")?;
+        entries += 1;
+        progress.update((entry.observed_at_ms - start.as_millisecond()).max(0) as u64, entries);
     }
     out.flush().context("writing the trace")?;
+    progress.finish();
     let secs = started.elapsed().as_secs_f64();
     eprintln!("{}", summary(profile.name, hours, args.seed, sim.stats(), out.bytes, secs));
     Ok(())
