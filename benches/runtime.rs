@@ -43,7 +43,9 @@ use rdkafka::{
 #[path = "common/broker.rs"]
 mod broker;
 
-use broker::{Env, PerfResult, now_ms, percentile, producer_performance, send_retrying, unique};
+use broker::{
+    Env, PerfResult, committed_reader, now_ms, percentile, producer_performance, send_retrying, unique,
+};
 
 const PARTITIONS: i32 = 3;
 const KEYS: usize = 1_000;
@@ -661,19 +663,7 @@ fn latency_run(env: &Env, rt: &tokio::runtime::Runtime, rate: f64, secs: f64) ->
         assert!(Instant::now() < deadline, "no partitions assigned in 60 s:\n{}", inst.tail());
         std::thread::sleep(Duration::from_millis(50));
     }
-    let consumer: BaseConsumer = env
-        .client()
-        .set("group.id", unique("bench-lat-reader"))
-        .set("isolation.level", "read_committed")
-        .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "10")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition_offset(&output, p, Offset::Beginning).unwrap();
-    }
-    consumer.assign(&tpl).unwrap();
+    let consumer = committed_reader(env, &output);
 
     let sent = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));

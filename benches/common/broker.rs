@@ -182,3 +182,23 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
     }
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
+
+/// A `read_committed` consumer of every partition of `topic` from the beginning, polling
+/// with a short fetch wait (for latency measurements).
+pub fn committed_reader(env: &Env, topic: &str) -> rdkafka::consumer::BaseConsumer {
+    use rdkafka::{Offset, TopicPartitionList, consumer::Consumer};
+    let reader: rdkafka::consumer::BaseConsumer = env
+        .client()
+        .set("group.id", unique("bench-lat-reader"))
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "10")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..env.partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+    }
+    reader.assign(&tpl).unwrap();
+    reader
+}

@@ -21,6 +21,7 @@ use super::{
     observed::{Observed, TraceFile},
     progress::{Progress, thousands},
     replay::write_jsonl,
+    simulate::FleetArgs,
     stages::run_all_in_memory,
 };
 use crate::{
@@ -53,15 +54,9 @@ pub struct DemoArgs {
     /// standard input).
     #[arg(long, conflicts_with_all = ["profile", "hours", "seed"])]
     pub trace: Option<PathBuf>,
-    /// The simulated fleet (docs/SIMULATE.md): small, medium or large.
-    #[arg(long, default_value = "small")]
-    pub profile: String,
-    /// Hours of cluster time to simulate (default: the profile's).
-    #[arg(long)]
-    pub hours: Option<u32>,
-    /// Seed of the simulation: the same seed gives the same cluster.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    /// The simulated fleet, unless `--trace` is given.
+    #[command(flatten)]
+    pub fleet: FleetArgs,
     /// Pipeline configuration (default: the embedded pipelines/default.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -102,17 +97,16 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
             (file.name.clone(), Box::new(file.entries), progress, Some(file.read_bytes), None)
         }
         None => {
-            let profile = simulate::profile(&args.profile)?;
-            let hours = args.hours.unwrap_or(profile.default_hours);
+            let (profile, hours) = args.fleet.resolve()?;
             let span_ms = i64::from(hours) * 3_600_000;
             let progress = Progress::new("demo: simulating", "observations", Some(span_ms as u64), false);
             let name = format!(
                 "simulated {} fleet, {hours} h, seed {} (`kubefacts simulate --profile {} --hours {hours} --seed {}` writes this trace)",
-                profile.name, args.seed, profile.name, args.seed
+                profile.name, args.fleet.seed, profile.name, args.fleet.seed
             );
             (
                 name,
-                Box::new(simulate::simulate(&profile, hours, args.seed).map(Ok)),
+                Box::new(simulate::simulate(&profile, hours, args.fleet.seed).map(Ok)),
                 progress,
                 None,
                 Some(span_ms),

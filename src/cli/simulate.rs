@@ -17,6 +17,20 @@ use crate::simulate::{self, SimulationStats};
 /// Arguments of `kubefacts simulate`.
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
+    /// Which fleet, for how long.
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// Start of the trace, RFC 3339 (rounded down to a minute).
+    #[arg(long, default_value = "2026-11-01T00:00:00Z")]
+    pub start: String,
+    /// Where to write the trace; `-` for stdout.
+    #[arg(long)]
+    pub output: PathBuf,
+}
+
+/// A simulated fleet: what `simulate` writes and `demo` runs.
+#[derive(Debug, Args)]
+pub struct FleetArgs {
     /// The fleet profile: small, medium or large (docs/SIMULATE.md).
     #[arg(long, default_value = "small")]
     pub profile: String,
@@ -26,12 +40,15 @@ pub struct SimulateArgs {
     /// Seed: the same profile, hours, start and seed give the same bytes.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Start of the trace, RFC 3339 (rounded down to a minute).
-    #[arg(long, default_value = "2026-11-01T00:00:00Z")]
-    pub start: String,
-    /// Where to write the trace; `-` for stdout.
-    #[arg(long)]
-    pub output: PathBuf,
+}
+
+impl FleetArgs {
+    /// The profile and the hours to simulate, checked.
+    pub fn resolve(&self) -> anyhow::Result<(simulate::Profile, u32)> {
+        let profile = simulate::profile(&self.profile)?;
+        let hours = simulate::check_hours(self.hours.unwrap_or(profile.default_hours))?;
+        Ok((profile, hours))
+    }
 }
 
 /// Counts bytes written through it.
@@ -53,8 +70,7 @@ impl<W: Write> Write for Counting<W> {
 }
 
 pub(super) fn run(args: SimulateArgs) -> anyhow::Result<()> {
-    let profile = simulate::profile(&args.profile)?;
-    let hours = simulate::check_hours(args.hours.unwrap_or(profile.default_hours))?;
+    let (profile, hours) = args.fleet.resolve()?;
     let start: jiff::Timestamp =
         args.start.parse().with_context(|| format!("--start {:?} is not RFC 3339", args.start))?;
     let sink: Box<dyn Write> = if args.output.as_os_str() == "-" {
@@ -64,7 +80,7 @@ pub(super) fn run(args: SimulateArgs) -> anyhow::Result<()> {
     };
     let mut out = Counting { inner: BufWriter::with_capacity(1 << 20, sink), bytes: 0 };
     let started = Instant::now();
-    let mut sim = simulate::simulate_from(&profile, hours, args.seed, start.as_millisecond());
+    let mut sim = simulate::simulate_from(&profile, hours, args.fleet.seed, start.as_millisecond());
     let span_ms = u64::from(hours) * 3_600_000;
     let mut progress = Progress::new("simulate", "entries", Some(span_ms), false);
     let mut entries = 0u64;
@@ -76,7 +92,7 @@ pub(super) fn run(args: SimulateArgs) -> anyhow::Result<()> {
     out.flush().context("writing the trace")?;
     progress.finish();
     let secs = started.elapsed().as_secs_f64();
-    eprintln!("{}", summary(profile.name, hours, args.seed, sim.stats(), out.bytes, secs));
+    eprintln!("{}", summary(profile.name, hours, args.fleet.seed, sim.stats(), out.bytes, secs));
     Ok(())
 }
 
