@@ -57,6 +57,16 @@ const SCALING_HOURS: u32 = 3;
 /// The offered load of the latency measurement, observations/s.
 const LATENCY_LOAD_PER_SEC: f64 = 10_000.0;
 
+/// The default pipeline's `[runs]` stage without `[journal]` (its repartition output is
+/// written and not read).
+const RUNS_ALONE: &str = r#"
+[[process.stages]]
+processor = "runs"
+inputs = ["topics.jobs", "topics.pods"]
+globals = ["topics.jobs"]
+outputs = ["topics.job_run_facts", "topics.journal_repartition", "topics.cleanup_decisions"]
+"#;
+
 /// Targets from the issue, checked at the end.
 const TARGET_EOS_SHARE: f64 = 0.5;
 const TARGET_DRIVER_PER_CORE: f64 = 1_000_000.0;
@@ -199,11 +209,18 @@ fn main() {
     );
     // 6. Restore: a new instance restores every store from its changelog before it reads.
     let restore = restore_all(&env, &pipeline);
-    let latency = latency(&env, &codec, &config, &profile, hours, args.seed, args.latency_secs);
+    let latency = measure_latency(&env, &codec, &config, &profile, hours, args.seed, args.latency_secs, "");
     println!(
         "   observation-to-output latency at {:.0} observations/s: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms \
          ({} runs; from sending the Job observation that finished a run to its fact being readable, read_committed)",
         latency.rate, latency.p50, latency.p99, latency.max, latency.samples
+    );
+    // The same with `[runs]` alone: what the journal's work on the same cores costs.
+    let alone =
+        measure_latency(&env, &codec, &config, &profile, hours, args.seed, args.latency_secs, RUNS_ALONE);
+    println!(
+        "   … with [runs] alone (no [journal] in the process):          p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} runs)",
+        alone.p50, alone.p99, alone.max, alone.samples
     );
     figures.insert(
         "process".into(),
@@ -211,7 +228,9 @@ fn main() {
                "share_of_producer_performance": processed.rate / perf.steady,
                "peak_rss_bytes": processed.peak_rss_bytes,
                "latency": {"offered_per_sec": latency.rate, "samples": latency.samples,
-                           "p50_ms": latency.p50, "p99_ms": latency.p99, "max_ms": latency.max}}),
+                           "p50_ms": latency.p50, "p99_ms": latency.p99, "max_ms": latency.max},
+               "latency_runs_alone": {"samples": alone.samples, "p50_ms": alone.p50, "p99_ms": alone.p99,
+                                      "max_ms": alone.max}}),
     );
 
     // 4. and 5. The default stages in the in-memory driver, one core, and their state.
@@ -649,7 +668,8 @@ struct Latency {
 /// Publishes the trace's observations at a fixed rate into a fresh pipeline and measures,
 /// per run, the time from sending the Job observation that finished it to its
 /// `job-run-facts` record being readable with read_committed.
-fn latency(
+#[allow(clippy::too_many_arguments)] // each a different setting of one measurement
+fn measure_latency(
     env: &Env,
     codec: &Codec,
     config: &PipelineConfig,
@@ -657,16 +677,22 @@ fn latency(
     hours: u32,
     seed: u64,
     secs: f64,
+    stages_toml: &str,
 ) -> Latency {
     let prefix = format!("{}.", unique("bench-lat"));
     let app = prefix.trim_end_matches('.').to_owned();
     let topics = TopicsConfig { prefix: prefix.clone(), ..Default::default() };
-    let pipeline = env.logs.join("latency-pipeline.toml");
+    let pipeline = env.logs.join(format!("{app}.toml"));
     fs::write(
         &pipeline,
-        format!("[topics]\nprefix = \"{prefix}\"\n[process]\napplication_id = \"{app}\"\ncreate_topics = true\npartitions = {PARTITIONS}\n"),
+        format!("[topics]\nprefix = \"{prefix}\"\n[process]\napplication_id = \"{app}\"\ncreate_topics = true\npartitions = {PARTITIONS}\n{stages_toml}"),
     )
     .unwrap();
+    let stages = if stages_toml.is_empty() {
+        config.process.stages.len()
+    } else {
+        stages_toml.matches("[[process.stages]]").count()
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     rt.block_on(async {
         let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
@@ -679,7 +705,7 @@ fn latency(
     });
     let mut inst = Instance::start(env, &pipeline, "lat");
     let deadline = Instant::now() + Duration::from_secs(120);
-    while inst.restores().0 < 2 {
+    while inst.restores().0 < stages {
         inst.check_running();
         assert!(Instant::now() < deadline, "no assignment in 120 s; log {}", inst.log.display());
         std::thread::sleep(Duration::from_millis(50));
