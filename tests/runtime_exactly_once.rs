@@ -569,7 +569,26 @@ async fn a_paused_instance_loses_its_partitions_without_harm(at: &str) -> (Pipel
     // b joins while a is paused; a's session (6 s) expires and the group gives b every
     // partition, a's among them, while a still holds its transaction open.
     let mut b = p.start_with(&infra, "b", &small);
-    std::thread::sleep(Duration::from_secs(14));
+    if at == "before-offsets" {
+        // a has sent no offsets yet, so nothing holds b back: resume a only once b owns
+        // every partition, i.e. the group has provably moved past a's generation (a fixed
+        // sleep let a resume before that on a loaded CI machine, and its offsets were then
+        // legitimately accepted).
+        let b_owns_all = || {
+            std::fs::read_to_string(p.logs.join("b.log"))
+                .unwrap_or_default()
+                .contains("tasks assigned and restored partitions=[0, 1, 2]")
+        };
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !b_owns_all() {
+            assert!(Instant::now() < deadline, "b never took over a's partitions\n{}", p.logs());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    } else {
+        // b waits for a's pending transaction (its offsets are in it), so b cannot own
+        // the partitions before a resumes; a's session (6 s) has long expired by then.
+        std::thread::sleep(Duration::from_secs(14));
+    }
     assert!(Command::new("kill").args(["-CONT", &pid.to_string()]).status().unwrap().success());
     let outputs =
         tokio::task::block_in_place(|| p.wait_for_outputs(&infra, log.len(), 180, &mut [&mut a, &mut b]));
