@@ -9,6 +9,7 @@
 //! * [`observe`] — minimization (an allowlist), admission (the opt-out) and keys: what
 //!   the watcher publishes.
 //! * [`watch`] — publishing observations to Kafka.
+//! * [`coverage`] — `[coverage]`: lease coverage and overdue CronJobs.
 //! * [`runtime`] — the exactly-once processor runtime and its in-memory driver.
 //! * [`simulate`] — a deterministic cluster trace of a simulated batch fleet.
 //! * [`metrics`] — the Prometheus endpoint.
@@ -18,6 +19,7 @@ pub mod cleanup;
 pub mod cli;
 pub mod codec;
 pub mod config;
+pub mod coverage;
 pub mod journal;
 pub mod metrics;
 pub mod observe;

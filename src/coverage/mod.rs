@@ -1,0 +1,5 @@
+//! `[coverage]`: lease coverage and overdue CronJobs (DESIGN §5.3, docs/COVERAGE.md).
+
+pub mod model;
+
+pub use model::{CoverageAlert, CoverageGap, CoverageState, CoverageSubject, ProgressSource};
