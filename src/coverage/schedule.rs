@@ -456,7 +456,8 @@ fn parse_go_duration(text: &str, allow_days: bool) -> Result<i128, String> {
         let frac = &frac_part[..frac_part.len().min(18)];
         if !frac.is_empty() {
             let numerator: i128 = frac.parse().map_err(|_| overflow())?;
-            value += numerator * scale / 10_i128.pow(frac.len() as u32);
+            value =
+                value.checked_add(numerator * scale / 10_i128.pow(frac.len() as u32)).ok_or_else(overflow)?;
         }
         total = total.checked_add(value).filter(|t| *t <= i128::from(i64::MAX)).ok_or_else(overflow)?;
         rest = tail;
