@@ -1,6 +1,556 @@
 //! `[coverage]`: lease coverage and overdue CronJobs (DESIGN §5.3, docs/COVERAGE.md).
+//!
+//! Inputs: `job-run-facts.v1` (progress, keyed by owner UID) and `cronjobs.v1` (subjects,
+//! keyed by CronJob UID), co-partitioned, plus `leases.v1` as a global table. Output:
+//! `coverage-alerts.v1`, one record per state change of a subject, keyed by its UID.
+//!
+//! A subject is **overdue** once stream time passes `expected_by` — the first fire time of
+//! its schedule after its last progress, plus slack. Overdue time accrues as a pending
+//! span only while the manager's Lease covers it: the span starts at the end of the latest
+//! gap in coverage (plus the time the controller needs to start the missed run), so an
+//! outage earns no pending time. Everything is evaluated on stream time, so a replay of
+//! the same log gives the same records.
 
+pub mod judge;
+pub mod lease;
 pub mod model;
 pub mod schedule;
 
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+pub use judge::{Facts, Verdict, judge};
+pub use lease::LeaseBook;
 pub use model::{CoverageAlert, CoverageGap, CoverageState, CoverageSubject, ProgressSource};
+use schedule::Schedule;
+
+use crate::{
+    codec::{Codec, CodecError},
+    journal::model::{JobRun, OwnerKind, RunResult},
+    observe::{CronJobObservation, LeaseObservation, ObservationEvent},
+    runtime::{
+        DecodeInput, OutputPort, ProcessError, Processor, RecordMeta, StreamTime,
+        store::{KvStore, StateStore},
+    },
+};
+
+/// The annotation that overrides a CronJob's expected interval (a duration such as `2h`,
+/// `90m`, `1d`): progress is then due that long after the last, schedule ignored.
+pub const EXPECTED_INTERVAL_ANNOTATION: &str = "kubefacts.io/expected-interval";
+
+/// Which finished runs count as progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProgressKind {
+    /// Any finished run, succeeded or failed: the schedule is producing runs (failures
+    /// are the journal's business).
+    #[default]
+    Finished,
+    /// Only succeeded runs.
+    Succeeded,
+}
+
+/// Which subjects a rule judges, against which manager Lease, with which timing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CoverageRule {
+    /// Namespaces the rule applies to; empty: every namespace.
+    pub namespaces: Vec<String>,
+    /// The manager Lease, `namespace/name`.
+    pub manager_lease: String,
+    /// How long a subject stays PENDING before it fires, in milliseconds.
+    pub for_ms: i64,
+    /// Added to the expected fire time before a subject counts as overdue, in
+    /// milliseconds (time to start and finish a run). A subject's own slowest recent run,
+    /// doubled, is used instead when larger.
+    pub slack_ms: i64,
+}
+
+impl Default for CoverageRule {
+    fn default() -> Self {
+        Self {
+            namespaces: Vec::new(),
+            manager_lease: "kube-system/kube-controller-manager".into(),
+            for_ms: 15 * 60_000,
+            slack_ms: 10 * 60_000,
+        }
+    }
+}
+
+/// Settings of `[coverage]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CoverageConfig {
+    /// Rules, first match wins; a CronJob no rule matches is not judged.
+    pub rules: Vec<CoverageRule>,
+    /// Which finished runs are progress.
+    pub progress: ProgressKind,
+    /// Stream time between two evaluations of overdue subjects, in milliseconds.
+    pub evaluate_interval_ms: i64,
+    /// Lease history kept, in milliseconds: every instance whose interval touches
+    /// `[now - retention, now]` (and each Lease's latest) is kept.
+    pub retention_ms: i64,
+    /// A silence of the leases topic longer than this (no Lease, marker or heartbeat) is
+    /// a hole in observation, not evidence of a stop, in milliseconds. The watcher writes
+    /// heartbeats every 10 s.
+    pub observation_gap_ms: i64,
+    /// Most coverage gaps listed in one record (the latest).
+    pub max_gaps_listed: usize,
+}
+
+impl Default for CoverageConfig {
+    fn default() -> Self {
+        Self {
+            rules: vec![CoverageRule::default()],
+            progress: ProgressKind::Finished,
+            evaluate_interval_ms: 10_000,
+            retention_ms: 8 * 24 * 3_600_000,
+            observation_gap_ms: 35_000,
+            max_gaps_listed: 50,
+        }
+    }
+}
+
+impl CoverageConfig {
+    /// The rule for a subject in `namespace`.
+    pub fn rule(&self, namespace: &str) -> Option<&CoverageRule> {
+        self.rules.iter().find(|r| r.namespaces.is_empty() || r.namespaces.iter().any(|n| n == namespace))
+    }
+}
+
+/// What the CronJob says about itself (its latest observation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubjectSpec {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `spec.schedule`.
+    pub schedule: String,
+    /// `spec.timeZone`.
+    pub time_zone: Option<String>,
+    /// `spec.suspend`: a suspended CronJob is not expected to progress, so not judged.
+    pub suspend: bool,
+    /// `spec.startingDeadlineSeconds`.
+    pub starting_deadline_seconds: Option<i64>,
+    /// `metadata.creationTimestamp`, epoch ms.
+    pub created_ms: Option<i64>,
+    /// The raw override annotation, if any.
+    pub expected_interval: Option<String>,
+    /// `status.lastSuccessfulTime`, epoch ms.
+    pub last_successful_ms: Option<i64>,
+}
+
+/// What `[coverage]` keeps per subject UID.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subject {
+    /// The CronJob (absent while only its runs were seen).
+    pub spec: Option<SubjectSpec>,
+    /// Snapshot epoch of its latest observation.
+    pub epoch: i64,
+    /// Latest progress from a finished run, epoch ms.
+    pub last_run_ms: Option<i64>,
+    /// Durations of its latest runs (at most 5), ms: a slow CronJob gets more slack.
+    pub recent_run_ms: Vec<i64>,
+    /// When it was last unsuspended (stream time): not due before its next fire after it.
+    pub resumed_at: Option<i64>,
+    /// The state last emitted; `None`: nothing emitted (or a tombstone was).
+    pub state: Option<CoverageState>,
+    /// Start of the pending span that fired (kept while FIRING).
+    pub fired_pending_since: Option<i64>,
+    /// When an OK subject is next due for evaluation (its index entry).
+    pub due_at: Option<i64>,
+}
+
+/// `[coverage]`'s inputs, in order: `job-run-facts.v1`, `cronjobs.v1` (co-partitioned),
+/// then `leases.v1` as a global input.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CoverageInput {
+    /// A finished run (progress of its owner).
+    Run(Box<JobRun>),
+    /// A CronJob observation, marker or heartbeat.
+    CronJob(Box<CronJobObservation>),
+    /// A Lease observation, marker or heartbeat (any partition).
+    Lease(Box<LeaseObservation>),
+}
+
+impl DecodeInput for CoverageInput {
+    async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
+        Ok(match input {
+            0 => CoverageInput::Run(Box::new(codec.decode_direct(bytes).await?)),
+            1 => CoverageInput::CronJob(Box::new(codec.decode_as(bytes).await?)),
+            _ => CoverageInput::Lease(Box::new(codec.decode_as(bytes).await?)),
+        })
+    }
+}
+
+/// The `[coverage]` processor: one per task.
+#[derive(Debug)]
+pub struct Coverage {
+    cfg: CoverageConfig,
+    subjects: KvStore<String, Subject>,
+    leases: LeaseBook,
+    /// The last evaluation tick (stream time / evaluate interval).
+    ticks: KvStore<(), i64>,
+    // Derived from `subjects`, rebuilt after a restore (never changelogged).
+    /// OK and RESOLVED subjects by when they become due.
+    due: BTreeSet<(i64, String)>,
+    /// Subjects evaluated at every tick (overdue, or with no verdict yet).
+    active: BTreeSet<String>,
+    indexed: bool,
+    schedules: BTreeMap<(String, Option<String>), Option<Schedule>>,
+}
+
+impl Coverage {
+    /// Output ports: `coverage-alerts.v1`.
+    pub const OUTPUTS: [OutputPort; 1] = [OutputPort {
+        topic: "coverage_alerts",
+        record: CoverageAlert::FULL_NAME,
+        compacted: true,
+        key_record: None,
+    }];
+
+    /// A processor with these settings.
+    pub fn new(cfg: CoverageConfig) -> Self {
+        Self {
+            subjects: KvStore::new("subjects"),
+            leases: LeaseBook::new("lease-instances", "lease-observed", cfg.observation_gap_ms),
+            ticks: KvStore::new("ticks"),
+            due: BTreeSet::new(),
+            active: BTreeSet::new(),
+            indexed: false,
+            schedules: BTreeMap::new(),
+            cfg,
+        }
+    }
+
+    /// The subjects held (for tests and the demo).
+    pub fn subjects(&self) -> impl Iterator<Item = (&String, &Subject)> {
+        self.subjects.iter()
+    }
+
+    /// The Lease history held.
+    pub fn leases(&self) -> &LeaseBook {
+        &self.leases
+    }
+
+    fn on_run(&mut self, run: JobRun, now: StreamTime, out: &mut Outputs) {
+        if run.owner.kind != OwnerKind::Cronjob {
+            out.count("coverage_runs_not_cronjob", 1);
+            return;
+        }
+        if self.cfg.progress == ProgressKind::Succeeded && run.result != RunResult::Succeeded {
+            out.count("coverage_runs_not_progress", 1);
+            return;
+        }
+        out.count("coverage_runs", 1);
+        let uid = run.owner.uid.clone();
+        let subject = self.subjects.entry_mut(uid.clone());
+        if subject.last_run_ms.is_none_or(|t| t < run.finished_at) {
+            subject.last_run_ms = Some(run.finished_at);
+        }
+        if let Some(started) = run.started_at {
+            subject.recent_run_ms.push((run.finished_at - started).max(0));
+            if subject.recent_run_ms.len() > 5 {
+                subject.recent_run_ms.remove(0);
+            }
+        }
+        self.evaluate(&uid, now, out);
+    }
+
+    fn on_cronjob(
+        &mut self,
+        obs: CronJobObservation,
+        now: StreamTime,
+        out: &mut Outputs,
+    ) -> Result<(), ProcessError> {
+        match obs.event {
+            ObservationEvent::SnapshotEnd => {
+                self.forget_unlisted(obs.source.epoch, out);
+                return Ok(());
+            }
+            ObservationEvent::Applied | ObservationEvent::Deleted => {}
+            ObservationEvent::Unknown => {
+                return Err(ProcessError {
+                    reason: "unknown_event",
+                    detail: "a CronJob event this reader does not know".into(),
+                });
+            }
+            _ => return Ok(()),
+        }
+        let Some(cj) = obs.cronjob else {
+            return Err(ProcessError {
+                reason: "missing_object",
+                detail: "a CronJob event without a CronJob".into(),
+            });
+        };
+        let uid = cj.meta.uid.clone();
+        if obs.event == ObservationEvent::Deleted {
+            self.forget(&uid, out);
+            return Ok(());
+        }
+        let spec = SubjectSpec {
+            namespace: cj.meta.namespace,
+            name: cj.meta.name,
+            schedule: cj.schedule,
+            time_zone: cj.time_zone,
+            suspend: cj.suspend,
+            starting_deadline_seconds: cj.starting_deadline_seconds,
+            created_ms: cj.meta.creation_timestamp,
+            expected_interval: cj.meta.annotations.get(EXPECTED_INTERVAL_ANNOTATION).cloned(),
+            last_successful_ms: cj.status.last_successful_time,
+        };
+        let subject = self.subjects.entry_mut(uid.clone());
+        subject.epoch = obs.source.epoch;
+        let was_suspended = subject.spec.as_ref().is_some_and(|s| s.suspend);
+        if was_suspended && !spec.suspend {
+            subject.resumed_at = Some(now);
+        }
+        subject.spec = Some(spec);
+        self.evaluate(&uid, now, out);
+        Ok(())
+    }
+
+    fn on_lease(
+        &mut self,
+        obs: LeaseObservation,
+        now: StreamTime,
+        out: &mut Outputs,
+    ) -> Result<(), ProcessError> {
+        self.leases.observed_at(obs.observed_at.min(now));
+        match obs.event {
+            ObservationEvent::Applied | ObservationEvent::Deleted => {}
+            ObservationEvent::Unknown => {
+                return Err(ProcessError {
+                    reason: "unknown_event",
+                    detail: "a Lease event this reader does not know".into(),
+                });
+            }
+            _ => return Ok(()),
+        }
+        let Some(lease) = obs.lease else {
+            return Err(ProcessError {
+                reason: "missing_object",
+                detail: "a Lease event without a Lease".into(),
+            });
+        };
+        let key = format!("{}/{}", lease.meta.namespace, lease.meta.name);
+        match self.leases.record(&key, &lease) {
+            Ok(()) => out.count("coverage_lease_snapshots", 1),
+            Err(lease::Ignored::Stale) => out.count("coverage_lease_snapshots_stale", 1),
+            Err(lease::Ignored::NoTimes) => out.count("coverage_lease_snapshots_without_times", 1),
+        }
+        Ok(())
+    }
+
+    /// After SNAPSHOT_END of `epoch`: a subject not re-listed was deleted while unobserved.
+    fn forget_unlisted(&mut self, epoch: i64, out: &mut Outputs) {
+        let gone: Vec<String> =
+            self.subjects.iter().filter(|(_, s)| s.epoch < epoch).map(|(k, _)| k.clone()).collect();
+        for uid in gone {
+            self.forget(&uid, out);
+        }
+    }
+
+    /// The subject is gone: a tombstone ends its record on the compacted topic (and a
+    /// firing alert with it).
+    fn forget(&mut self, uid: &str, out: &mut Outputs) {
+        if let Some(subject) = self.subjects.delete(&uid.to_owned()) {
+            self.unindex(uid, &subject);
+            if subject.state.is_some() {
+                out.tombstone(0, uid.as_bytes().to_vec());
+                out.count("coverage_subjects_forgotten", 1);
+            }
+        }
+    }
+
+    fn unindex(&mut self, uid: &str, subject: &Subject) {
+        if let Some(at) = subject.due_at {
+            self.due.remove(&(at, uid.to_owned()));
+        }
+        self.active.remove(uid);
+    }
+
+    /// Judges one subject at `now` and emits a record if its state changed.
+    fn evaluate(&mut self, uid: &str, now: StreamTime, out: &mut Outputs) {
+        let Some(mut subject) = self.subjects.get(&uid.to_owned()).cloned() else { return };
+        self.unindex(uid, &subject);
+        let Some(spec) = subject.spec.clone() else { return };
+        let rule = self.cfg.rule(&spec.namespace).cloned();
+        let (Some(rule), false) = (rule, spec.suspend) else {
+            // Not judged (suspended, or no rule): any record it had ends.
+            if subject.state.take().is_some() {
+                out.tombstone(0, uid.as_bytes().to_vec());
+                subject.fired_pending_since = None;
+            }
+            subject.due_at = None;
+            self.subjects.put(uid.to_owned(), subject);
+            return;
+        };
+        let schedule = self
+            .schedules
+            .entry((spec.schedule.clone(), spec.time_zone.clone()))
+            .or_insert_with(|| Schedule::parse(&spec.schedule, spec.time_zone.as_deref()).ok())
+            .clone();
+        let interval_ms = spec.expected_interval.as_deref().and_then(|t| schedule::parse_duration_ms(t).ok());
+        if spec.expected_interval.is_some() && interval_ms.is_none() {
+            out.count("coverage_bad_expected_interval", 1);
+        }
+        let facts = Facts {
+            spec: &spec,
+            last_run_ms: subject.last_run_ms,
+            recent_run_ms: &subject.recent_run_ms,
+            resumed_at: subject.resumed_at,
+            schedule: schedule.as_ref(),
+            interval_ms,
+        };
+        let verdict = judge(&facts, &rule, &self.leases, now);
+        let state = match (subject.state, verdict.state) {
+            (Some(CoverageState::Firing), CoverageState::Ok) => CoverageState::Resolved,
+            (Some(CoverageState::Firing), _) => CoverageState::Firing,
+            (Some(CoverageState::Resolved), CoverageState::Ok) => CoverageState::Resolved,
+            (_, s) => s,
+        };
+        if state == CoverageState::Firing && subject.state != Some(CoverageState::Firing) {
+            subject.fired_pending_since = verdict.pending_since;
+        } else if state != CoverageState::Firing {
+            subject.fired_pending_since = None;
+        }
+        if subject.state != Some(state) {
+            let pending_since = match state {
+                CoverageState::Firing => subject.fired_pending_since,
+                CoverageState::Pending => verdict.pending_since,
+                _ => None,
+            };
+            let mut gaps = verdict.gaps;
+            if gaps.len() > self.cfg.max_gaps_listed {
+                gaps.drain(..gaps.len() - self.cfg.max_gaps_listed);
+            }
+            let alert = CoverageAlert {
+                subject: CoverageSubject {
+                    kind: "CronJob".into(),
+                    namespace: spec.namespace.clone(),
+                    name: spec.name.clone(),
+                    uid: uid.to_owned(),
+                },
+                state,
+                previous_state: subject.state,
+                stream_time: now,
+                last_progress: verdict.last_progress.map(|(t, _)| t),
+                last_progress_source: verdict.last_progress.map(|(_, s)| s),
+                expected_by: verdict.expected_by,
+                pending_since,
+                manager_lease: rule.manager_lease.clone(),
+                manager_covered_until: self.leases.covered_until(&rule.manager_lease),
+                coverage_gaps: gaps,
+            };
+            match out.emit(0, uid.as_bytes().to_vec(), &alert) {
+                Ok(()) => {
+                    subject.state = Some(state);
+                    out.count(state_event(state), 1);
+                }
+                // Not recorded as emitted, so the next evaluation tries again.
+                Err(_) => out.count("coverage_encode_failed", 1),
+            }
+        }
+        // Index: OK and RESOLVED wait for their due time; everything else is re-judged at
+        // every tick.
+        subject.due_at = None;
+        match subject.state {
+            Some(CoverageState::Ok | CoverageState::Resolved) => {
+                if let Some(at) = verdict.recheck_at {
+                    subject.due_at = Some(at);
+                    self.due.insert((at, uid.to_owned()));
+                }
+            }
+            _ => {
+                self.active.insert(uid.to_owned());
+            }
+        }
+        self.subjects.put(uid.to_owned(), subject);
+    }
+
+    /// Rebuilds the in-memory indexes from the subjects store (after a restore).
+    fn index(&mut self) {
+        self.indexed = true;
+        self.due.clear();
+        self.active.clear();
+        for (uid, s) in self.subjects.iter() {
+            match (s.state, s.due_at) {
+                (Some(CoverageState::Ok | CoverageState::Resolved), Some(at)) => {
+                    self.due.insert((at, uid.clone()));
+                }
+                (Some(CoverageState::Ok | CoverageState::Resolved), None) => {}
+                _ => {
+                    self.active.insert(uid.clone());
+                }
+            }
+        }
+    }
+}
+
+/// The counter of each state entered.
+fn state_event(state: CoverageState) -> &'static str {
+    match state {
+        CoverageState::Ok => "coverage_ok",
+        CoverageState::Pending => "coverage_pending",
+        CoverageState::Firing => "coverage_firing",
+        CoverageState::Resolved => "coverage_resolved",
+        CoverageState::ManagerStopped => "coverage_manager_stopped",
+        CoverageState::InsufficientEvidence => "coverage_insufficient_evidence",
+        CoverageState::Unknown => "coverage_unknown",
+    }
+}
+
+use crate::runtime::Outputs;
+
+impl Processor for Coverage {
+    type Input = CoverageInput;
+
+    fn stores(&mut self) -> Vec<&mut dyn StateStore> {
+        vec![&mut self.subjects, &mut self.leases.instances, &mut self.leases.observed, &mut self.ticks]
+    }
+
+    fn process(
+        &mut self,
+        input: CoverageInput,
+        _meta: &RecordMeta,
+        now: StreamTime,
+        out: &mut Outputs,
+    ) -> Result<(), ProcessError> {
+        if !self.indexed {
+            self.index();
+        }
+        match input {
+            CoverageInput::Run(run) => {
+                self.on_run(*run, now, out);
+                Ok(())
+            }
+            CoverageInput::CronJob(obs) => self.on_cronjob(*obs, now, out),
+            CoverageInput::Lease(obs) => self.on_lease(*obs, now, out),
+        }
+    }
+
+    fn on_stream_time(&mut self, now: StreamTime, out: &mut Outputs) {
+        if !self.indexed {
+            self.index();
+        }
+        let tick = now.div_euclid(self.cfg.evaluate_interval_ms.max(1));
+        if self.ticks.get(&()).is_some_and(|t| *t >= tick) {
+            return;
+        }
+        self.ticks.put((), tick);
+        let due: Vec<String> =
+            self.due.iter().take_while(|(at, _)| *at <= now).map(|(_, uid)| uid.clone()).collect();
+        let mut judged: BTreeSet<String> = self.active.clone();
+        judged.extend(due);
+        for uid in judged {
+            self.evaluate(&uid, now, out);
+        }
+        self.leases.prune(now.saturating_sub(self.cfg.retention_ms));
+    }
+}

@@ -112,12 +112,12 @@ where
     }
 
     /// All entries in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&K, &V)> {
         self.map.iter()
     }
 
     /// The entries whose keys fall in `range`, in key order.
-    pub fn range<R: std::ops::RangeBounds<K>>(&self, range: R) -> impl Iterator<Item = (&K, &V)> {
+    pub fn range<R: std::ops::RangeBounds<K>>(&self, range: R) -> impl DoubleEndedIterator<Item = (&K, &V)> {
         self.map.range(range)
     }
 }
