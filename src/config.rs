@@ -76,6 +76,9 @@ pub struct PipelineConfig {
     /// How `kubefacts cleaner` applies the decisions.
     #[serde(default)]
     pub cleaner: crate::cleanup::cleaner::CleanerConfig,
+    /// How `[coverage]` judges CronJobs against their manager Lease.
+    #[serde(default)]
+    pub coverage: crate::coverage::CoverageConfig,
 }
 
 fn default_cluster() -> String {
@@ -94,6 +97,7 @@ impl Default for PipelineConfig {
             journal: crate::journal::JournalConfig::default(),
             cleanup: crate::cleanup::CleanupConfig::default(),
             cleaner: crate::cleanup::cleaner::CleanerConfig::default(),
+            coverage: crate::coverage::CoverageConfig::default(),
         };
         cfg.resolve_topic_refs("built-in default").expect("the built-in stages name known topics");
         cfg
@@ -222,6 +226,13 @@ impl Default for ProcessConfig {
                     inputs: vec!["topics.journal_repartition".into()],
                     globals: Vec::new(),
                     outputs: vec!["topics.job_runs".into()],
+                },
+                StageConfig {
+                    name: None,
+                    processor: "coverage".into(),
+                    inputs: vec!["topics.job_run_facts".into(), "topics.cronjobs".into()],
+                    globals: vec!["topics.leases".into()],
+                    outputs: vec!["topics.coverage_alerts".into()],
                 },
             ],
         }
@@ -382,6 +393,40 @@ impl PipelineConfig {
             .find(|l| l.split_once('/').is_none_or(|(n, m)| n.is_empty() || m.is_empty()))
         {
             return Err(invalid("watch.leases", format!("{bad:?} is not namespace/name")));
+        }
+        self.validate_coverage(&invalid)
+    }
+
+    fn validate_coverage(&self, invalid: &dyn Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
+        let c = &self.coverage;
+        if c.evaluate_interval_ms <= 0 || c.retention_ms <= 0 || c.observation_gap_ms <= 0 {
+            return Err(invalid(
+                "coverage",
+                "evaluate_interval_ms, retention_ms and observation_gap_ms must be positive".into(),
+            ));
+        }
+        for (i, rule) in c.rules.iter().enumerate() {
+            let at = |field: &str| format!("coverage.rules[{i}].{field}");
+            if rule.for_ms < 0 || rule.slack_ms < 0 {
+                return Err(invalid(&at("for_ms"), "for_ms and slack_ms must not be negative".into()));
+            }
+            if rule.manager_lease.split_once('/').is_none_or(|(n, m)| n.is_empty() || m.is_empty()) {
+                return Err(invalid(
+                    &at("manager_lease"),
+                    format!("{:?} is not namespace/name", rule.manager_lease),
+                ));
+            }
+            // The watcher publishes only the Leases it is told to: one it never sends would
+            // leave every CronJob of the rule INSUFFICIENT_EVIDENCE forever.
+            if !self.watch.leases.contains(&rule.manager_lease) {
+                return Err(invalid(
+                    &at("manager_lease"),
+                    format!(
+                        "{} is not in watch.leases, so the watcher would never publish it",
+                        rule.manager_lease
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -553,12 +598,19 @@ mod tests {
             ("max_deletes_per_sec = 10", "max_deletes_per_sec = 0", "cleaner.max_deletes_per_sec"),
             // The watcher would drop the annotation: no dependency would ever be seen.
             (
-                "annotation_keys = [\"kubefacts.io/depends-on\"]",
+                "annotation_keys = [\"kubefacts.io/depends-on\", \"kubefacts.io/expected-interval\"]",
                 "annotation_keys = []",
                 "cleanup.dependency_annotation",
             ),
             // Dependents live in every partition.
             ("globals = [\"topics.jobs\"]", "globals = []", "process.stages[0].globals"),
+            ("for_ms = 900000 ", "for_ms = -1 ", "coverage.rules[0].for_ms"),
+            ("evaluate_interval_ms = 10000", "evaluate_interval_ms = 0", "coverage"),
+            (
+                "manager_lease = \"kube-system/kube-controller-manager\"",
+                "manager_lease = \"kube-system/other\"",
+                "coverage.rules[0].manager_lease",
+            ),
         ];
         for (from, to, key) in bad {
             assert!(default.contains(from), "{from}");

@@ -11,6 +11,7 @@ use crate::{
     codec::{Codec, Framing, RecordWriter},
     config::PipelineConfig,
     config::StageConfig,
+    coverage::{Coverage, CoverageConfig},
     journal::{Journal, JournalConfig, Runs, runs::RunsConfig},
     runtime::{
         OutputPort, Processor, deadletter,
@@ -31,6 +32,9 @@ pub enum ProcessorName {
     Runs,
     /// `[journal]`: runs re-keyed by window → windows of runs on `job-runs.v1`.
     Journal,
+    /// `[coverage]`: runs + CronJobs (co-partitioned by owner UID), Leases as a global
+    /// table → state changes on `coverage-alerts.v1`.
+    Coverage,
 }
 
 impl ProcessorName {
@@ -54,6 +58,7 @@ impl ProcessorName {
             Self::ProbeRekey => &ProbeRekey::OUTPUTS,
             Self::Runs => &Runs::OUTPUTS,
             Self::Journal => &Journal::OUTPUTS,
+            Self::Coverage => &Coverage::OUTPUTS,
         }
     }
 
@@ -67,6 +72,7 @@ impl ProcessorName {
             Self::ProbeRekey => names(&mut ProbeRekey::new()),
             Self::Runs => names(&mut Runs::new(RunsConfig::default())),
             Self::Journal => names(&mut Journal::new(JournalConfig::default())),
+            Self::Coverage => names(&mut Coverage::new(CoverageConfig::default())),
         }
     }
 
@@ -108,6 +114,10 @@ impl ProcessorName {
                 let journal = settings.journal;
                 run_blocking(cfg, codec, handle, ports, |_| Journal::new(journal), stop, stats)
             }
+            Self::Coverage => {
+                let coverage = &settings.coverage;
+                run_blocking(cfg, codec, handle, ports, |_| Coverage::new(coverage.clone()), stop, stats)
+            }
         }
     }
 
@@ -142,6 +152,10 @@ impl ProcessorName {
             }
             Self::Journal => {
                 let make = |_| Journal::new(settings.journal);
+                driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
+            }
+            Self::Coverage => {
+                let make = |_| Coverage::new(settings.coverage.clone());
                 driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
             }
         };

@@ -40,7 +40,10 @@ impl Default for MinimizeConfig {
         Self {
             label_keys: vec![DEFAULT_SESSION_LABEL.to_owned()],
             // `[cleanup]` reads it: a Job's declared dependencies.
-            annotation_keys: vec![crate::cleanup::policy::DEFAULT_DEPENDENCY_ANNOTATION.to_owned()],
+            annotation_keys: vec![
+                crate::cleanup::policy::DEFAULT_DEPENDENCY_ANNOTATION.to_owned(),
+                crate::coverage::EXPECTED_INTERVAL_ANNOTATION.to_owned(),
+            ],
             session_label: DEFAULT_SESSION_LABEL.to_owned(),
         }
     }
