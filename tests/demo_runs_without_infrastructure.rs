@@ -87,6 +87,7 @@ fn demo_simulates_a_fleet_summarises_it_and_writes_files_fastavro_reads() {
         "×137/OOMKilled",
         "cleanup decisions",
         "excluded:",
+        "lease coverage (coverage-alerts.v1",
     ] {
         assert!(stdout.contains(part), "no {part:?} in the summary:\n{stdout}");
     }
@@ -96,7 +97,10 @@ fn demo_simulates_a_fleet_summarises_it_and_writes_files_fastavro_reads() {
     // A .jsonl and a .avro per input topic and per fact topic; the repartition topic is
     // internal and not written.
     let outputs = assert_no_secret_in(dir.path());
-    assert_eq!(outputs, 16, "5 input topics + job-run-facts, job-runs and cleanup-decisions, twice each");
+    assert_eq!(
+        outputs, 18,
+        "5 input topics + job-run-facts, job-runs, cleanup-decisions and coverage-alerts, twice each"
+    );
     assert!(!dir.path().join("kubefacts.internal.journal-repartition.v1.jsonl").exists());
 
     // Another Avro implementation reads every container file, record for record.
@@ -104,7 +108,7 @@ fn demo_simulates_a_fleet_summarises_it_and_writes_files_fastavro_reads() {
     let jsonl_lines =
         |topic: &str| fs::read_to_string(dir.path().join(format!("{topic}.jsonl"))).unwrap().lines().count();
     let topics = counts.as_object().unwrap();
-    assert_eq!(topics.len(), 8, "{counts}");
+    assert_eq!(topics.len(), 9, "{counts}");
     for (topic, n) in topics {
         assert_eq!(n.as_u64().unwrap() as usize, jsonl_lines(topic), "{topic}: {counts}");
         assert!(n.as_u64().unwrap() > 0, "{topic} is empty");

@@ -31,6 +31,7 @@ use crate::{
         json::{Timestamps, rfc3339_millis, to_json},
     },
     config::PipelineConfig,
+    coverage::CoverageAlert,
     journal::{JobRun, JobRunWindow, RunResult},
     observe::{AdmissionCounts, InputTopic, ObservationRecord, Observer, model::Source},
     runtime::driver::{MemInputs, MemTopic},
@@ -206,7 +207,10 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         if input_names.contains(name) || log.is_empty() {
             continue;
         }
-        let internal = read_by_stages.contains(name);
+        // Only the repartition topic is internal: job-run-facts is read by `[coverage]`
+        // but is a product topic of its own.
+        let internal =
+            read_by_stages.contains(name) && *name == config.topics.full(&config.topics.journal_repartition);
         if !internal {
             write_jsonl(&codec, log, &args.output).await?;
             write_container(&codec, log, &args.output).await?;
@@ -220,6 +224,9 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let mut decisions: Vec<CleanupDecision> =
         decode_all(&codec, logs.get(&config.topics.full(&config.topics.cleanup_decisions))).await?;
     decisions.sort_by(|a, b| (a.decided_at, &a.job).cmp(&(b.decided_at, &b.job)));
+    let mut alerts: Vec<CoverageAlert> =
+        decode_all(&codec, logs.get(&config.topics.full(&config.topics.coverage_alerts))).await?;
+    alerts.sort_by(|a, b| (a.stream_time, &a.subject).cmp(&(b.stream_time, &b.subject)));
     for (_, mut w) in jsonl {
         w.flush()?;
     }
@@ -242,7 +249,8 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     print_processors(&config, &processed, dead_letters, round_trips as f64 / stage_secs.max(1e-9));
     print_runs(&runs, &windows);
     print_decisions(&config, &decisions);
-    println!("(lease coverage and session projections join this demo as they land)");
+    print_coverage(&alerts);
+    println!("(session projections join this demo when they land)");
     println!(
         "\nfinished in {:.2} s ({observe_secs:.2} s observing, encoding and decoding; {stage_secs:.2} s in the processors)",
         started.elapsed().as_secs_f64()
@@ -505,5 +513,66 @@ fn print_decisions(config: &PipelineConfig, decisions: &[CleanupDecision]) {
     }
     if decisions.len() > 5 {
         println!("  … and {} more in cleanup-decisions.v1", decisions.len() - 5);
+    }
+}
+
+/// Lease coverage: the manager's gaps, the state changes, what fired and what a stopped
+/// control plane excused.
+fn print_coverage(alerts: &[CoverageAlert]) {
+    use crate::coverage::CoverageState as S;
+    let time = |ms: i64| rfc3339_millis(ms).unwrap_or_default();
+    let mut entered: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut last: BTreeMap<&str, &CoverageAlert> = BTreeMap::new();
+    let mut fired: BTreeSet<&str> = BTreeSet::new();
+    let mut stopped: BTreeSet<&str> = BTreeSet::new();
+    let mut gaps: BTreeMap<(&str, i64), i64> = BTreeMap::new();
+    for a in alerts {
+        *entered.entry(a.state.as_str()).or_default() += 1;
+        last.insert(&a.subject.uid, a);
+        match a.state {
+            S::Firing => {
+                fired.insert(&a.subject.uid);
+            }
+            S::ManagerStopped => {
+                stopped.insert(&a.subject.uid);
+            }
+            _ => {}
+        }
+        for g in &a.coverage_gaps {
+            let to = gaps.entry((&a.manager_lease, g.from)).or_insert(g.to);
+            *to = (*to).max(g.to);
+        }
+    }
+    let counts: Vec<String> = entered.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    println!(
+        "\nlease coverage (coverage-alerts.v1, docs/COVERAGE.md): {} state changes of {} CronJobs ({})",
+        alerts.len(),
+        last.len(),
+        if counts.is_empty() { "none".to_owned() } else { counts.join(", ") }
+    );
+    for ((lease, from), to) in &gaps {
+        println!("  {lease} not covered {} → {} ({} s)", time(*from), time(*to), (to - from) / 1000);
+    }
+    let name = |a: &CoverageAlert| format!("{}/{}", a.subject.namespace, a.subject.name);
+    for uid in &fired {
+        let a = last[uid];
+        let first_fire = alerts.iter().find(|x| x.subject.uid == *uid && x.state == S::Firing);
+        println!(
+            "  FIRED  {:<36} expected by {}, pending since {}, firing at {}, now {}",
+            name(a),
+            first_fire.and_then(|f| f.expected_by).map(time).unwrap_or_default(),
+            first_fire.and_then(|f| f.pending_since).map(time).unwrap_or_default(),
+            first_fire.map(|f| time(f.stream_time)).unwrap_or_default(),
+            a.state.as_str(),
+        );
+    }
+    let excused: Vec<&str> = stopped.difference(&fired).copied().collect();
+    if !excused.is_empty() {
+        let examples: Vec<String> = excused.iter().take(3).map(|uid| name(last[uid])).collect();
+        println!(
+            "  {} CronJobs were overdue only while the manager was stopped: MANAGER_STOPPED, never fired (e.g. {})",
+            excused.len(),
+            examples.join(", ")
+        );
     }
 }
