@@ -34,7 +34,7 @@ pub struct Verdict {
     pub expected_by: Option<i64>,
     /// Start of the pending span (PENDING and FIRING).
     pub pending_since: Option<i64>,
-    /// Coverage gaps of the manager Lease within `[expected_by, now]`.
+    /// Coverage gaps of the manager Lease overlapping `[fire time, now]`.
     pub gaps: Vec<CoverageGap>,
     /// When the verdict can next change on its own (stream time), if it can.
     pub recheck_at: Option<i64>,
@@ -91,17 +91,19 @@ pub fn judge(facts: &Facts<'_>, rule: &CoverageRule, leases: &LeaseBook, now: i6
     let Some((progress, _)) = last_progress else { return verdict };
     let measured_from = progress.max(facts.resumed_at.unwrap_or(i64::MIN));
     let slack = facts.slack_ms(rule);
+    // `fire`: when the controller had to act; `expected_by`: when its run had to be done.
     let next = match (facts.interval_ms, facts.schedule) {
-        (Some(interval), _) => Some(measured_from.saturating_add(interval)),
-        (None, Some(s)) => s.next_after(measured_from).map(|t| t.saturating_add(slack)),
+        (Some(interval), _) => Some((measured_from.saturating_add(interval), 0)),
+        (None, Some(s)) => s.next_after(measured_from).map(|t| (t, slack)),
         // An unparseable schedule: nothing can be expected.
         (None, None) => return verdict,
     };
-    let Some(expected_by) = next else {
+    let Some((fire, slack_after_fire)) = next else {
         // A schedule that never fires again is never overdue.
         verdict.state = CoverageState::Ok;
         return verdict;
     };
+    let expected_by = fire.saturating_add(slack_after_fire);
     verdict.expected_by = Some(expected_by);
     if now < expected_by {
         verdict.state = CoverageState::Ok;
@@ -112,8 +114,10 @@ pub fn judge(facts: &Facts<'_>, rule: &CoverageRule, leases: &LeaseBook, now: i6
     if !leases.known(lease) {
         return verdict; // the manager's Lease was never observed: no judgement
     }
-    // From a millisecond before `expected_by`, so a gap open at `now == expected_by` shows.
-    let gaps = leases.gaps(lease, expected_by.min(now - 1), now);
+    // Gaps since the fire time: a manager down when the run was due to start excuses the
+    // run it missed even if it was back before `expected_by` (a CronJob whose missed run
+    // is past its startingDeadlineSeconds waits for its next fire time).
+    let gaps = leases.gaps(lease, fire.min(now - 1), now);
     verdict.gaps = gaps.iter().map(|g| g.gap).collect();
     let mut pending_since = expected_by;
     if let Some(last) = gaps.last() {

@@ -233,6 +233,22 @@ fn a_missed_run_beyond_its_starting_deadline_waits_for_the_next_fire() {
 }
 
 #[test]
+fn a_gap_over_the_fire_time_excuses_the_missed_run_until_the_next_fire() {
+    let mut b = book();
+    hold(&mut b, "a", T0, T0 + 59 * MIN);
+    // Down 00:59–01:05 over the 01:00 fire time, back before 01:10 (expected by); the 01:00
+    // run is past its 60 s deadline, so the next chance is 02:00, done by 02:10.
+    heartbeats(&mut b, T0 + 59 * MIN, T0 + 65 * MIN);
+    hold(&mut b, "b", T0 + 65 * MIN, T0 + 3 * H);
+    let s = SubjectSpec { starting_deadline_seconds: Some(60), ..spec("@hourly") };
+    let v = verdict(&s, T0 + MIN, &b, T0 + 90 * MIN);
+    assert_eq!(v.state, CoverageState::ManagerStopped, "overdue, excused by the gap at 01:00");
+    assert_eq!(v.recheck_at, Some(T0 + 2 * H + 10 * MIN));
+    let v = verdict(&s, T0 + MIN, &b, T0 + 2 * H + 11 * MIN);
+    assert_eq!((v.state, v.pending_since), (CoverageState::Pending, Some(T0 + 2 * H + 10 * MIN)));
+}
+
+#[test]
 fn a_short_restart_inside_the_last_lease_keeps_pending() {
     let mut b = book();
     hold(&mut b, "a", T0, T0 + 80 * MIN);
