@@ -78,8 +78,11 @@ fn spawn_alerts(infra: &Infra, topic: &str, alertmanager: &str, resend_secs: u64
 /// `None` while it does not answer.
 async fn active(url: &str, name: &str) -> Option<Vec<Value>> {
     let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
-    let resp =
-        http.get(format!("{url}/api/v2/alerts?active=true&silenced=false&inhibited=false")).send().await.ok()?;
+    let resp = http
+        .get(format!("{url}/api/v2/alerts?active=true&silenced=false&inhibited=false"))
+        .send()
+        .await
+        .ok()?;
     if !resp.status().is_success() {
         return None;
     }
@@ -111,10 +114,7 @@ async fn wait_for(
             last = Some(alerts);
         }
         if start.elapsed() > timeout {
-            panic!(
-                "{what}: not within {timeout:?}; last answer {last:?}\n{}",
-                support::logs_in(dir)
-            );
+            panic!("{what}: not within {timeout:?}; last answer {last:?}\n{}", support::logs_in(dir));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -166,7 +166,8 @@ async fn firing_becomes_an_active_alert_and_resolved_ends_it() {
     assert!(a["summary"].as_str().is_some_and(|s| s.contains(&name)), "{a:#}");
 
     produce(&infra, &codec, &topic, &record(&name, CoverageState::Resolved, now_ms(), None)).await;
-    wait_for("the alert resolved", &am.url, &name, Duration::from_secs(30), dir.path(), |a| a.is_empty()).await;
+    wait_for("the alert resolved", &am.url, &name, Duration::from_secs(30), dir.path(), |a| a.is_empty())
+        .await;
     assert!(child.try_wait().unwrap().is_none(), "kubefacts alerts exited\n{}", support::logs_in(dir.path()));
 }
 
@@ -206,7 +207,11 @@ async fn start_alertmanager(bin: &Path, port: u16, dir: &Path, generation: u32) 
         if ready.is_ok_and(|r| r.status().is_success()) {
             return am;
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "alertmanager not ready in 30 s\n{}", support::logs_in(dir));
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "alertmanager not ready in 30 s\n{}",
+            support::logs_in(dir)
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -224,9 +229,11 @@ async fn a_held_alert_reappears_after_alertmanager_restarts() {
     let topic = infra.topic("coverage-alerts", 1).await;
     let name = unique_name("hourly");
     let pending_since = now_ms() - 300_000;
-    produce(&infra, &codec, &topic, &record(&name, CoverageState::Firing, now_ms(), Some(pending_since))).await;
+    produce(&infra, &codec, &topic, &record(&name, CoverageState::Firing, now_ms(), Some(pending_since)))
+        .await;
     let mut child = spawn_alerts(&infra, &topic, &url, 2, dir.path());
-    wait_for("the FIRING alert active", &url, &name, Duration::from_secs(60), dir.path(), |a| a.len() == 1).await;
+    wait_for("the FIRING alert active", &url, &name, Duration::from_secs(60), dir.path(), |a| a.len() == 1)
+        .await;
 
     // Restart: the old process is killed outright, a new one starts with empty storage on the
     // same port. Alertmanager keeps alerts in memory only, so only a re-send brings it back;

@@ -18,11 +18,13 @@ use rdkafka::{
     ClientConfig, Message, Offset, TopicPartitionList,
     consumer::{Consumer, StreamConsumer},
     error::KafkaError,
+    message::BorrowedMessage,
 };
 
 use super::{
-    AlertsError, truncate_body,
+    AlertsError,
     state::{Forwarder, ForwarderConfig, PostableAlert},
+    truncate_body,
 };
 use crate::{codec::Codec, coverage::CoverageAlert};
 
@@ -89,8 +91,7 @@ pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>)
     let partitions = consumer.assignment().map_err(kafka("reading the assignment"))?.count();
 
     let mut forwarder = Forwarder::new(run.forwarder.clone());
-    let mut backoff = FIRST_BACKOFF;
-    let mut next_post = tokio::time::Instant::now();
+    let mut retry = Retry { backoff: FIRST_BACKOFF, next_post: tokio::time::Instant::now() };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let (mut records, mut undecodable) = (0u64, 0u64);
@@ -101,58 +102,20 @@ pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>)
             msg = consumer.recv() => match msg {
                 Ok(m) => {
                     records += 1;
-                    let key = m.key().map(|k| String::from_utf8_lossy(k).into_owned());
-                    match m.payload() {
-                        None => match key {
-                            Some(key) => forwarder.remove(&key, m.timestamp().to_millis().unwrap_or_else(now_ms)),
-                            None => tracing::warn!(partition = m.partition(), offset = m.offset(), "tombstone without a key; ignored"),
-                        },
-                        Some(bytes) => match codec.decode_as::<CoverageAlert>(bytes).await {
-                            Ok(alert) => {
-                                let key = key.unwrap_or_else(|| alert.subject.uid.clone());
-                                forwarder.apply(&key, alert);
-                            }
-                            Err(e) => {
-                                undecodable += 1;
-                                tracing::warn!(partition = m.partition(), offset = m.offset(), reason = e.reason(), error = %e, "undecodable coverage alert; skipped");
-                            }
-                        },
-                    }
+                    undecodable += u64::from(!take(&mut forwarder, codec, &m).await);
                 }
                 Err(KafkaError::PartitionEOF(p)) => {
                     if at_end.insert(p) && at_end.len() == partitions {
-                        tracing::info!(records, undecodable, subjects = forwarder.subjects(), firing = forwarder.firing(), "caught up with {}", run.topic);
-                        eprintln!("alerts: caught up: {records} record(s), {} subject(s), {} firing", forwarder.subjects(), forwarder.firing());
+                        let (subjects, firing) = (forwarder.subjects(), forwarder.firing());
+                        tracing::info!(records, undecodable, subjects, firing, "caught up");
+                        eprintln!("alerts: read {records} records: {subjects} subjects, {firing} firing");
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "consuming {}", run.topic),
+                Err(e) => tracing::warn!(error = %e, topic = %run.topic, "consuming"),
             },
             _ = tick.tick() => {
-                if at_end.len() < partitions || tokio::time::Instant::now() < next_post {
-                    continue;
-                }
-                let now = now_ms();
-                let outbox = forwarder.due(now);
-                if outbox.is_empty() {
-                    continue;
-                }
-                match post_all(&http, &endpoint, &outbox.alerts).await {
-                    Ok(()) => {
-                        tracing::debug!(alerts = outbox.alerts.len(), "posted");
-                        forwarder.delivered(&outbox, now);
-                        backoff = FIRST_BACKOFF;
-                    }
-                    Err(e) if e.retriable() => {
-                        tracing::warn!(reason = e.reason(), error = %e, retry_in_ms = backoff.as_millis() as u64, "Alertmanager did not take the alerts; will retry");
-                        next_post = tokio::time::Instant::now() + backoff;
-                        backoff = (backoff * 2).min(run.max_backoff);
-                    }
-                    Err(e) => {
-                        // Refused as they are: sending the same again would be refused again.
-                        // Firing alerts come back at the next re-send.
-                        tracing::error!(reason = e.reason(), error = %e, alerts = outbox.alerts.len(), "Alertmanager refused the alerts; dropped until their next re-send");
-                        forwarder.delivered(&outbox, now);
-                    }
+                if at_end.len() == partitions && tokio::time::Instant::now() >= retry.next_post {
+                    post_due(&mut forwarder, &http, &endpoint, &mut retry, run.max_backoff).await;
                 }
             }
         }
@@ -163,6 +126,75 @@ pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>)
         forwarder.firing()
     );
     Ok(())
+}
+
+/// Applies one record (or tombstone) to the forwarder; false if it did not decode.
+async fn take(forwarder: &mut Forwarder, codec: &Codec, m: &BorrowedMessage<'_>) -> bool {
+    let key = m.key().map(|k| String::from_utf8_lossy(k).into_owned());
+    let Some(bytes) = m.payload() else {
+        match key {
+            Some(key) => forwarder.remove(&key, m.timestamp().to_millis().unwrap_or_else(now_ms)),
+            None => tracing::warn!(partition = m.partition(), offset = m.offset(), "tombstone without a key"),
+        }
+        return true;
+    };
+    match codec.decode_as::<CoverageAlert>(bytes).await {
+        Ok(alert) => {
+            let key = key.unwrap_or_else(|| alert.subject.uid.clone());
+            forwarder.apply(&key, alert);
+            true
+        }
+        Err(e) => {
+            let (partition, offset, reason) = (m.partition(), m.offset(), e.reason());
+            tracing::warn!(partition, offset, reason, error = %e, "undecodable coverage alert; skipped");
+            false
+        }
+    }
+}
+
+/// When the next post may go, and the pause after the next failure.
+#[derive(Debug)]
+struct Retry {
+    backoff: Duration,
+    next_post: tokio::time::Instant,
+}
+
+/// Posts what the forwarder owes now; on a retriable failure nothing is marked delivered and
+/// the next attempt waits for the backoff.
+async fn post_due(
+    forwarder: &mut Forwarder,
+    http: &reqwest::Client,
+    endpoint: &reqwest::Url,
+    retry: &mut Retry,
+    max_backoff: Duration,
+) {
+    let now = now_ms();
+    let outbox = forwarder.due(now);
+    if outbox.is_empty() {
+        return;
+    }
+    let alerts = outbox.alerts.len();
+    match post_all(http, endpoint, &outbox.alerts).await {
+        Ok(()) => {
+            tracing::debug!(alerts, "posted");
+            forwarder.delivered(&outbox, now);
+            retry.backoff = FIRST_BACKOFF;
+        }
+        Err(e) if e.retriable() => {
+            let retry_in_ms = retry.backoff.as_millis() as u64;
+            let reason = e.reason();
+            tracing::warn!(reason, error = %e, alerts, retry_in_ms, "Alertmanager did not take the alerts");
+            retry.next_post = tokio::time::Instant::now() + retry.backoff;
+            retry.backoff = (retry.backoff * 2).min(max_backoff);
+        }
+        Err(e) => {
+            // Refused as they are: the same again would be refused again. Firing alerts come
+            // back at their next re-send.
+            let reason = e.reason();
+            tracing::error!(reason, error = %e, alerts, "Alertmanager refused the alerts; dropped");
+            forwarder.delivered(&outbox, now);
+        }
+    }
 }
 
 /// A consumer assigned every partition of the topic from the beginning; it reports each
@@ -199,14 +231,22 @@ fn consumer(run: &AlertsRun) -> Result<StreamConsumer, AlertsError> {
 /// Posts `alerts` in chunks of [`MAX_ALERTS_PER_POST`]; the first failure ends it (the
 /// forwarder still owes everything, so the retry sends the chunks that went through again,
 /// which Alertmanager merges as the same alerts).
-async fn post_all(http: &reqwest::Client, endpoint: &reqwest::Url, alerts: &[PostableAlert]) -> Result<(), AlertsError> {
+async fn post_all(
+    http: &reqwest::Client,
+    endpoint: &reqwest::Url,
+    alerts: &[PostableAlert],
+) -> Result<(), AlertsError> {
     for chunk in alerts.chunks(MAX_ALERTS_PER_POST) {
         post(http, endpoint, chunk).await?;
     }
     Ok(())
 }
 
-async fn post(http: &reqwest::Client, endpoint: &reqwest::Url, alerts: &[PostableAlert]) -> Result<(), AlertsError> {
+async fn post(
+    http: &reqwest::Client,
+    endpoint: &reqwest::Url,
+    alerts: &[PostableAlert],
+) -> Result<(), AlertsError> {
     let unreachable = |source| AlertsError::Unreachable { url: endpoint.to_string(), source };
     let response = http.post(endpoint.clone()).json(alerts).send().await.map_err(unreachable)?;
     let status = response.status();
@@ -214,7 +254,11 @@ async fn post(http: &reqwest::Client, endpoint: &reqwest::Url, alerts: &[Postabl
         return Ok(());
     }
     let body = response.text().await.unwrap_or_default();
-    Err(AlertsError::Status { url: endpoint.to_string(), status: status.as_u16(), body: truncate_body(&body) })
+    Err(AlertsError::Status {
+        url: endpoint.to_string(),
+        status: status.as_u16(),
+        body: truncate_body(&body),
+    })
 }
 
 #[cfg(test)]
@@ -226,7 +270,11 @@ mod tests {
             bootstrap: "b".into(),
             topic: "t".into(),
             alertmanager: url.into(),
-            forwarder: ForwarderConfig { severity: "warning".into(), resend_interval_ms: 1, generator_url: None },
+            forwarder: ForwarderConfig {
+                severity: "warning".into(),
+                resend_interval_ms: 1,
+                generator_url: None,
+            },
             max_backoff: Duration::from_secs(1),
             request_timeout: Duration::from_secs(1),
         }
@@ -234,8 +282,14 @@ mod tests {
 
     #[test]
     fn endpoint_appends_the_api_path() {
-        assert_eq!(run("http://127.0.0.1:9093").endpoint().unwrap().as_str(), "http://127.0.0.1:9093/api/v2/alerts");
-        assert_eq!(run("http://am:9093/prefix/").endpoint().unwrap().as_str(), "http://am:9093/prefix/api/v2/alerts");
+        assert_eq!(
+            run("http://127.0.0.1:9093").endpoint().unwrap().as_str(),
+            "http://127.0.0.1:9093/api/v2/alerts"
+        );
+        assert_eq!(
+            run("http://am:9093/prefix/").endpoint().unwrap().as_str(),
+            "http://am:9093/prefix/api/v2/alerts"
+        );
         assert!(matches!(run("am:9093").endpoint(), Err(AlertsError::InvalidUrl { .. })));
         assert!(matches!(run("not a url").endpoint(), Err(AlertsError::InvalidUrl { .. })));
     }

@@ -230,7 +230,7 @@ pub fn annotations(r: &CoverageAlert) -> BTreeMap<String, String> {
     let opt_time = |t: Option<i64>| t.map_or_else(|| "unknown".to_owned(), time);
     let summary = match r.state {
         CoverageState::Firing => format!(
-            "CronJob {}/{} has made no progress since {} (expected by {}) while its manager lease {} was held",
+            "CronJob {}/{} has made no progress since {} (expected by {}) while manager lease {} was held",
             s.namespace,
             s.name,
             opt_time(r.last_progress),
@@ -247,9 +247,11 @@ pub fn annotations(r: &CoverageAlert) -> BTreeMap<String, String> {
         ("coverage_gaps".to_owned(), r.coverage_gaps.len().to_string()),
         ("stream_time".to_owned(), time(r.stream_time)),
     ]);
-    for (name, t) in
-        [("last_progress", r.last_progress), ("expected_by", r.expected_by), ("pending_since", r.pending_since)]
-    {
+    for (name, t) in [
+        ("last_progress", r.last_progress),
+        ("expected_by", r.expected_by),
+        ("pending_since", r.pending_since),
+    ] {
         if let Some(t) = t {
             a.insert(name.to_owned(), time(t));
         }
@@ -377,9 +379,8 @@ mod tests {
     #[test]
     fn non_firing_states_without_firing_send_nothing_but_resolved_does() {
         let mut f = forwarder();
-        for (i, state) in [CoverageState::Ok, CoverageState::Pending, CoverageState::ManagerStopped]
-            .into_iter()
-            .enumerate()
+        for (i, state) in
+            [CoverageState::Ok, CoverageState::Pending, CoverageState::ManagerStopped].into_iter().enumerate()
         {
             f.apply(&format!("uid-{i}"), record(&i.to_string(), state, T0));
         }
