@@ -10,11 +10,13 @@
 //!   the watcher publishes.
 //! * [`watch`] — publishing observations to Kafka.
 //! * [`coverage`] — `[coverage]`: lease coverage and overdue CronJobs.
+//! * [`alerts`] — `kubefacts alerts`: coverage alerts forwarded to Alertmanager.
 //! * [`runtime`] — the exactly-once processor runtime and its in-memory driver.
 //! * [`simulate`] — a deterministic cluster trace of a simulated batch fleet.
 //! * [`metrics`] — the Prometheus endpoint.
 //! * [`cli`] — the `kubefacts` command line.
 
+pub mod alerts;
 pub mod cleanup;
 pub mod cli;
 pub mod codec;

@@ -13,8 +13,8 @@ say() { [[ "$QUIET" == 1 ]] || info "$@"; }
 
 GRACE_SECONDS="${KUBEFACTS_INFRA_STOP_GRACE:-20}"
 
-declare -a names=() pids=()
-for entry in "kafka:$KAFKA_MARKER" "registry:$REGISTRY_MARKER"; do
+declare -a names=() pids=() markers=()
+for entry in "kafka:$KAFKA_MARKER" "registry:$REGISTRY_MARKER" "alertmanager:$ALERTMANAGER_MARKER"; do
   name="${entry%%:*}"
   marker="${entry#*:}"
   pidfile="$RUN_DIR/$name.pid"
@@ -24,6 +24,7 @@ for entry in "kafka:$KAFKA_MARKER" "registry:$REGISTRY_MARKER"; do
     kill -TERM "$pid" 2>/dev/null || true
     names+=("$name")
     pids+=("$pid")
+    markers+=("$marker")
   fi
   rm -f "$pidfile"
 done
@@ -38,7 +39,7 @@ fi
 any_alive() {
   local i
   for i in "${!pids[@]}"; do
-    if pid_is_ours "${pids[$i]}" "-Dkubefacts.infra=${names[$i]}"; then return 0; fi
+    if pid_is_ours "${pids[$i]}" "${markers[$i]}"; then return 0; fi
   done
   return 1
 }
@@ -51,7 +52,7 @@ while ((SECONDS < deadline)); do
 done
 
 for i in "${!pids[@]}"; do
-  if pid_is_ours "${pids[$i]}" "-Dkubefacts.infra=${names[$i]}"; then
+  if pid_is_ours "${pids[$i]}" "${markers[$i]}"; then
     printf 'infra: %s (pid %s) still running after %s s, sending SIGKILL\n' "${names[$i]}" "${pids[$i]}" "$GRACE_SECONDS" >&2
     kill -KILL "${pids[$i]}" 2>/dev/null || true
   fi

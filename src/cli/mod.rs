@@ -1,5 +1,6 @@
 //! The `kubefacts` command line: one module per verb, each a thin shell over the library.
 
+mod alerts;
 mod cleaner;
 mod demo;
 mod observed;
@@ -15,6 +16,7 @@ mod watch;
 
 use clap::{Parser, Subcommand};
 
+pub use alerts::AlertsArgs;
 pub use cleaner::CleanerArgs;
 pub use demo::DemoArgs;
 pub use process::ProcessArgs;
@@ -111,6 +113,9 @@ pub enum Command {
     /// decided Job with a UID precondition, rate-limited, and record every outcome exactly
     /// once.
     Cleaner(Box<CleanerArgs>),
+    /// Forward the coverage alerts of `[coverage]` to Alertmanager: FIRING as an active
+    /// alert re-sent every interval, what follows it as resolved (docs/ALERTS.md).
+    Alerts(Box<AlertsArgs>),
     /// Decode a topic's Avro records (Confluent or single-object framing) to JSON lines.
     Tail(TailArgs),
     /// List the embedded schemas and check their evolution (BACKWARD_TRANSITIVE).
@@ -126,6 +131,7 @@ impl Cli {
             Command::Demo(args) => demo::run(args).await,
             Command::Tail(args) => tail::run(args).await,
             Command::Cleaner(args) => cleaner::run(*args).await,
+            Command::Alerts(args) => alerts::run(*args).await,
             Command::Process(args) => process::run(*args).await,
             Command::Replay(args) => replay::run(args).await,
             Command::Publish(args) => publish::run(args).await,

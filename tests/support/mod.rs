@@ -53,6 +53,35 @@ pub fn infra() -> Infra {
     }
 }
 
+/// The Alertmanager `scripts/infra/up.sh` started, and the binary it runs (for tests that
+/// start, stop and restart a private instance).
+#[derive(Debug, Clone)]
+pub struct Alertmanager {
+    /// Base URL, `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// The `alertmanager` executable.
+    pub bin: PathBuf,
+}
+
+/// The running Alertmanager; panics with instructions when it is not there.
+pub fn alertmanager() -> Alertmanager {
+    let var = |name: &str| {
+        std::env::var(name).unwrap_or_else(|_| {
+            panic!(
+                "{name} is not set: this test needs the real Alertmanager (and Kafka). Run \
+                 ./scripts/test.sh (it installs and starts them), or scripts/infra/up.sh && \
+                 source .cache/run/env before cargo test."
+            )
+        })
+    };
+    let am = Alertmanager {
+        url: var("KUBEFACTS_TEST_ALERTMANAGER"),
+        bin: PathBuf::from(var("KUBEFACTS_TEST_ALERTMANAGER_BIN")),
+    };
+    assert!(am.bin.is_file(), "KUBEFACTS_TEST_ALERTMANAGER_BIN={} is not a file", am.bin.display());
+    am
+}
+
 /// A topic name no other test (or earlier run) uses.
 pub fn unique_name(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
