@@ -1,4 +1,4 @@
-//! `[runs]` and `[journal]` end to end on the real broker: the demo trace published to the
+//! `[runs]`, `[journal]` and `[coverage]` end to end on the real broker: the demo trace published to the
 //! input topics (`kubefacts publish`), `kubefacts process` with the default pipeline's
 //! stages, and the runs and windows read back with read_committed (the windows decoded by
 //! fastavro) equal the in-memory `replay` of the same trace.
@@ -250,11 +250,72 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    drop(process);
     assert_eq!(
         on_kafka,
         expected_windows,
         "job-runs.v1 on Kafka = replay\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+
+    // [coverage] on coverage-alerts.v1: each CronJob's latest state and evidence on Kafka
+    // equal the replay's (the records in between may differ: on Kafka a quiet
+    // job-run-facts partition lets a task go on without it after max_task_idle_ms).
+    let alerts_topic = format!("{prefix}coverage-alerts.v1");
+    let latest_alerts = |alerts: Vec<(String, serde_json::Value)>| {
+        let mut by_subject = std::collections::BTreeMap::new();
+        for (key, a) in alerts {
+            let evidence = serde_json::json!({
+                "state": a["state"], "expected_by": a["expected_by"], "last_progress": a["last_progress"],
+                "manager_covered_until": a["manager_covered_until"],
+            });
+            by_subject.insert(key, evidence);
+        }
+        by_subject
+    };
+    let replayed: Vec<(String, serde_json::Value)> =
+        std::fs::read_to_string(replay_dir.join(format!("{alerts_topic}.jsonl")))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                (v["key"].as_str().unwrap().to_owned(), v["value"].clone())
+            })
+            .collect();
+    let expected_alerts = latest_alerts(replayed);
+    // Both CronJobs are overdue by 12:00, after the manager Lease's last recorded expiry.
+    assert_eq!(expected_alerts.len(), 2, "{expected_alerts:?}");
+    assert!(expected_alerts.values().all(|a| a["state"] != "OK"), "{expected_alerts:?}");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let on_kafka = loop {
+        let (bootstrap, topic) = (infra.bootstrap.clone(), alerts_topic.clone());
+        let records = tokio::task::spawn_blocking(move || {
+            support::topic_exists(&bootstrap, &topic).then(|| read_topic(&bootstrap, &topic))
+        })
+        .await
+        .unwrap()
+        .unwrap_or_default();
+        let mut alerts = Vec::new();
+        for r in &records {
+            let a: kubefacts::coverage::CoverageAlert = codec.decode_as(&r.value).await.unwrap();
+            // As the replay writes it: timestamps in RFC 3339.
+            let time = |t: Option<i64>| t.and_then(rfc3339_millis);
+            let json = serde_json::json!({
+                "state": a.state.as_str(), "expected_by": time(a.expected_by),
+                "last_progress": time(a.last_progress), "manager_covered_until": time(a.manager_covered_until),
+            });
+            alerts.push((String::from_utf8(r.key.clone().unwrap()).unwrap(), json));
+        }
+        let got = latest_alerts(alerts);
+        if got == expected_alerts || Instant::now() > deadline {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    drop(process);
+    assert_eq!(
+        on_kafka,
+        expected_alerts,
+        "coverage-alerts.v1 on Kafka = replay\n{}",
         std::fs::read_to_string(&log).unwrap()
     );
 }
