@@ -527,3 +527,43 @@ fn a_bad_override_annotation_is_counted_and_the_schedule_used() {
     assert_eq!(alert.expected_by, Some(T0 + H + 10 * MIN));
     assert_eq!(h.out.take_counts().get("coverage_bad_expected_interval"), Some(&1));
 }
+
+/// Feeds the outage scenario, optionally moving to a processor restored from the
+/// changelog (every store's changes so far) halfway through.
+fn outage_scenario(restore_at: Option<i64>) -> Vec<(String, Option<CoverageAlert>)> {
+    let mut h = Harness::new(CoverageConfig::default());
+    let mut changelog: Vec<Vec<crate::runtime::store::Change>> = vec![Vec::new(); 4];
+    let mut checkpoint = |h: &mut Harness, at: i64| {
+        for (i, store) in h.p.stores().into_iter().enumerate() {
+            changelog[i].extend(store.take_changes());
+        }
+        if restore_at == Some(at) {
+            let mut fresh = Coverage::new(CoverageConfig::default());
+            for (store, changes) in fresh.stores().into_iter().zip(&changelog) {
+                for (k, v) in changes {
+                    store.restore(k, v.as_deref()).unwrap();
+                }
+            }
+            h.p = fresh;
+        }
+    };
+    h.manager("a", T0, T0 + 10 * S);
+    h.run(T0 + 20 * S);
+    h.cronjob(T0 + 30 * S, ObservationEvent::Applied, "*/5 * * * *", false, 1);
+    checkpoint(&mut h, 1);
+    h.manager("a", T0 + 32 * S, T0 + 2 * MIN);
+    h.heartbeats(T0 + 2 * MIN + 10 * S, T0 + 16 * MIN);
+    checkpoint(&mut h, 2);
+    h.heartbeats(T0 + 16 * MIN + 10 * S, T0 + 27 * MIN);
+    h.manager("b", T0 + 27 * MIN, T0 + 60 * MIN);
+    h.emitted
+}
+
+#[test]
+fn a_processor_restored_from_its_changelog_emits_what_the_original_would() {
+    let whole = outage_scenario(None);
+    assert!(whole.len() >= 3, "{whole:?}");
+    for at in [1, 2] {
+        assert_eq!(outage_scenario(Some(at)), whole, "restored at checkpoint {at}");
+    }
+}
