@@ -339,7 +339,9 @@ impl Plan {
                 BareJobPlan { name, namespace, at_ms, behavior: b }
             })
             .collect();
-        // Disturbances: outages and watcher gaps spread over the trace, never overlapping.
+        // Disturbances: outages and watcher gaps spread over the trace, at least half a slot
+        // apart (so never overlapping once a slot is ≥ 52 min: 24 h in every profile, not
+        // 6 h of medium or large).
         let slots = (profile.controller_outages + profile.watcher_restarts).max(1) as i64;
         // Lease history before the first outage: in a trace of 6 h or more nothing starts in
         // the first 2 h. The spread alone ensures that in long traces (their plans unchanged).
