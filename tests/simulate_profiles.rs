@@ -71,6 +71,7 @@ fn the_small_profile_shows_every_behaviour() {
     let mut kcm_renewals: Vec<(i64, String, i32)> = Vec::new();
     let mut opted_out_namespace = false;
     let mut opted_out_cronjob = false;
+    let mut scenario_cronjobs: BTreeSet<String> = BTreeSet::new();
     // Relists: which objects existed before each, which came back.
     let mut existing: BTreeSet<(&'static str, String)> = BTreeSet::new();
     let mut relisted: Option<BTreeSet<(&'static str, String)>> = None;
@@ -134,7 +135,12 @@ fn the_small_profile_shows_every_behaviour() {
                         ));
                     }
                     KubeObject::Namespace(n) => opted_out_namespace |= annotated(&n.metadata.annotations),
-                    KubeObject::CronJob(c) => opted_out_cronjob |= annotated(&c.metadata.annotations),
+                    KubeObject::CronJob(c) => {
+                        opted_out_cronjob |= annotated(&c.metadata.annotations);
+                        if c.metadata.namespace.as_deref() == Some("batch-ops") {
+                            scenario_cronjobs.insert(c.metadata.name.clone().unwrap_or_default());
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -222,6 +228,10 @@ fn the_small_profile_shows_every_behaviour() {
     assert!(session_pods > 0, "no session pods");
 
     assert!(opted_out_namespace && opted_out_cronjob, "nothing carries the opt-out annotation");
+
+    // The coverage scenario (its fate is checked in src/simulate/tests.rs).
+    let want: BTreeSet<String> = ["frequent-sync", "report-export"].map(String::from).into();
+    assert_eq!(scenario_cronjobs, want, "the coverage scenario's CronJobs in batch-ops");
 }
 
 fn record_exits(pod: &Pod, exits: &mut BTreeSet<(i32, String)>) {

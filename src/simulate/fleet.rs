@@ -62,6 +62,10 @@ impl Schedule {
     }
 }
 
+/// The schedule of the coverage scenario's [`STOPPED_NAME`] CronJob (not a fleet template).
+pub const EVERY_10_MIN: Schedule =
+    Schedule { text: "*/10 * * * *", time_zone: None, period_min: 10, phase_min: 0 };
+
 /// `spec.concurrencyPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Concurrency {
@@ -169,6 +173,54 @@ pub struct Plan {
     pub watcher_gaps: Vec<(i64, i64)>,
     /// Session start times, epoch ms.
     pub sessions: Vec<i64>,
+    /// The coverage scenario (its two CronJobs are the last two of [`Plan::cronjobs`]).
+    scenario: CoverageScenario,
+}
+
+/// `leaseDurationSeconds` of both managers' Leases (the holder of an expired one is gone).
+pub const LEASE_DURATION_SECS: i64 = 15;
+/// Namespace of the coverage scenario's two CronJobs.
+pub const SCENARIO_NAMESPACE: &str = "batch-ops";
+/// The scenario CronJob that silently stops: `*/10 * * * *`, Forbid, one run hangs.
+pub const STOPPED_NAME: &str = "report-export";
+/// The scenario CronJob that is overdue only during controller-manager outages:
+/// `*/5 * * * *`, Forbid, `startingDeadlineSeconds: 200`, always succeeds.
+pub const OUTAGE_ONLY_NAME: &str = "frequent-sync";
+
+/// One CronJob of the coverage scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioCronJob {
+    /// Index in [`Plan::cronjobs`].
+    pub index: usize,
+    /// Namespace ([`SCENARIO_NAMESPACE`]).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID (drawn from the seed's scenario stream, so fixed per seed).
+    pub uid: String,
+}
+
+/// Two CronJobs in every trace whose fate is known in advance, for the `[coverage]`
+/// processor's tests and the demo (see `docs/SIMULATE.md`, "The coverage scenario").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoverageScenario {
+    /// [`STOPPED_NAME`]: runs every 10 min until the run scheduled at [`Self::stops_at_ms`]
+    /// hangs (its pod runs forever); Forbid then skips every later schedule.
+    pub stopped: ScenarioCronJob,
+    /// Schedule time of the hanging run, epoch ms: at least 1 h after the trace start, 45 min
+    /// clear of every outage and 1 h before the end. `None` when the trace has no such time
+    /// (short traces): the CronJob then never stops.
+    pub stops_at_ms: Option<i64>,
+    /// [`OUTAGE_ONLY_NAME`]: every 5 min, always succeeds; no runs during an outage.
+    pub outage_only: ScenarioCronJob,
+    /// Controller-manager outages, `[from, to)` epoch ms (as [`Plan::outages`]): no Lease
+    /// renewals, no CronJob or Job controller; at `to` a new holder acquires the Lease.
+    pub outages: Vec<(i64, i64)>,
+    /// Interval between kube-controller-manager Lease renewals, ms (± 60 ms).
+    pub lease_renew_ms: i64,
+    /// The Lease's `leaseDurationSeconds`: during an outage it expires this long after the
+    /// last renewal.
+    pub lease_duration_secs: i64,
 }
 
 /// The namespace whose annotation opts it out.
@@ -287,13 +339,18 @@ impl Plan {
                 BareJobPlan { name, namespace, at_ms, behavior: b }
             })
             .collect();
-        // Disturbances: outages and watcher gaps spread over the trace, never overlapping.
+        // Disturbances: outages and watcher gaps spread over the trace, at least half a slot
+        // apart (so never overlapping once a slot is ≥ 52 min: 24 h in every profile, not
+        // 6 h of medium or large).
         let slots = (profile.controller_outages + profile.watcher_restarts).max(1) as i64;
-        let slot = span / (slots + 1);
+        // Lease history before the first outage: in a trace of 6 h or more nothing starts in
+        // the first 2 h. The spread alone ensures that in long traces (their plans unchanged).
+        let lead = if span >= 6 * HOUR && span / (slots + 1) * 3 / 4 < 2 * HOUR { 2 * HOUR } else { 0 };
+        let slot = (span - lead) / (slots + 1);
         let mut outages = Vec::new();
         let mut watcher_gaps = Vec::new();
         for k in 0..slots {
-            let base = start_ms + slot * (k + 1) - slot / 4 + rng.range(0, slot / 2);
+            let base = start_ms + lead + slot * (k + 1) - slot / 4 + rng.range(0, slot / 2);
             let base = base - base.rem_euclid(1000) + rng.range(0, 999);
             if k % 2 == 0 && (outages.len() as u32) < profile.controller_outages
                 || watcher_gaps.len() as u32 >= profile.watcher_restarts
@@ -310,7 +367,71 @@ impl Plan {
             .map(|_| start_ms + rng.range(60_000, (span - 3 * 3_600_000).max(120_000)))
             .collect();
         sessions.sort_unstable();
-        Plan { start_ms, end_ms, namespaces, cronjobs, bare_jobs, outages, watcher_gaps, sessions }
+        // The coverage scenario comes last, from its own stream: the fleet's draws above are
+        // the same as without it.
+        let mut srng = Rng::new(seed, 3);
+        let mut scenario_cronjob = |name: &str, schedule: Schedule, run_secs: i64, deadline: Option<i64>| {
+            let index = cronjobs.len();
+            let cj = CronJobPlan {
+                index,
+                name: name.to_owned(),
+                namespace: SCENARIO_NAMESPACE.to_owned(),
+                uid: srng.uuid(),
+                age_secs: 30 * 86_400,
+                schedule,
+                concurrency: Concurrency::Forbid,
+                starting_deadline_secs: deadline,
+                successful_history: 3,
+                failed_history: 1,
+                suspend: false,
+                backoff_limit: 2,
+                // No deadline: a hanging run hangs for good.
+                active_deadline_secs: None,
+                ttl_secs: None,
+                image: format!("registry.example.com/{SCENARIO_NAMESPACE}/{name}:1.4.2"),
+                requests: (100, 128),
+                verbose: false,
+                opt_out: false,
+                template_opt_out: false,
+                run_secs,
+                retry_per_mille: 0,
+                fail_per_mille: 0,
+                overrun_per_mille: 0,
+                oom_per_mille: 0,
+            };
+            let entry = ScenarioCronJob {
+                index,
+                namespace: cj.namespace.clone(),
+                name: cj.name.clone(),
+                uid: cj.uid.clone(),
+            };
+            cronjobs.push(cj);
+            entry
+        };
+        // Runs of 63–117 s and 32–58 s (run_secs ± 30 %).
+        let stopped = scenario_cronjob(STOPPED_NAME, EVERY_10_MIN, 90, None);
+        let outage_only = scenario_cronjob(OUTAGE_ONLY_NAME, SCHEDULES[1], 45, Some(200));
+        namespaces.insert(namespaces.len() - 1, SCENARIO_NAMESPACE.to_owned());
+        let scenario = CoverageScenario {
+            stopped,
+            stops_at_ms: stop_time(start_ms, end_ms, &outages, &watcher_gaps),
+            outage_only,
+            outages: outages.clone(),
+            lease_renew_ms: profile.lease_renew_ms,
+            lease_duration_secs: LEASE_DURATION_SECS,
+        };
+        Plan { start_ms, end_ms, namespaces, cronjobs, bare_jobs, outages, watcher_gaps, sessions, scenario }
+    }
+
+    /// The coverage scenario of this plan.
+    pub fn scenario(&self) -> &CoverageScenario {
+        &self.scenario
+    }
+
+    /// Whether the run of CronJob `i` scheduled at `scheduled` hangs: the stopped scenario
+    /// CronJob's first run at or after its stop time.
+    pub fn hangs(&self, i: usize, scheduled: i64) -> bool {
+        i == self.scenario.stopped.index && self.scenario.stops_at_ms.is_some_and(|t| scheduled >= t)
     }
 
     /// Schedule fire times of unsuspended CronJobs inside the trace: the runs the fleet
@@ -323,6 +444,26 @@ impl Plan {
             .sum::<u64>()
             + self.bare_jobs.len() as u64
     }
+}
+
+const HOUR: i64 = 3_600_000;
+
+/// The stopped scenario CronJob's hanging schedule time: the first `*/10` fire time at or
+/// after a third of the trace that is ≥ 1 h after the start, ≥ 1 h before the end, 45 min
+/// clear of every outage (so the lease is renewed while the CronJob is overdue) and 5 min
+/// clear of watcher gaps (the hanging Job's creation is observed); failing that, the latest
+/// such time before a third of the trace; `None` if there is none.
+fn stop_time(start_ms: i64, end_ms: i64, outages: &[(i64, i64)], gaps: &[(i64, i64)]) -> Option<i64> {
+    let clear = |t: i64, windows: &[(i64, i64)], margin: i64| {
+        windows.iter().all(|&(a, b)| t + margin <= a || t >= b + margin)
+    };
+    let ok = |t: &i64| clear(*t, outages, 45 * 60_000) && clear(*t, gaps, 5 * 60_000);
+    let (lo, hi) = (start_ms + HOUR, end_ms - HOUR);
+    let step = EVERY_10_MIN.period_min * 60_000;
+    let preferred = EVERY_10_MIN.next_at_or_after((start_ms + (end_ms - start_ms) / 3).max(lo));
+    let later = (0..).map(|k| preferred + k * step).take_while(|t| *t <= hi);
+    let earlier = (1..).map(|k| preferred - k * step).take_while(|t| *t >= lo);
+    later.chain(earlier).find(ok)
 }
 
 fn behavior(

@@ -21,11 +21,11 @@ use std::{
     collections::{BTreeMap, BinaryHeap, VecDeque},
 };
 
-pub use fleet::Plan;
+pub use fleet::{CoverageScenario, Plan, ScenarioCronJob};
 pub use profile::{PROFILES, Profile, profile};
 
 use crate::trace::{KubeObject, SessionPod, SessionRecord, SessionState, TraceEntry, TraceEvent};
-use fleet::{Concurrency, CronJobPlan, SESSION_NAMESPACE};
+use fleet::{Concurrency, CronJobPlan, LEASE_DURATION_SECS, SESSION_NAMESPACE};
 use rng::Rng;
 
 /// Where every simulated trace starts: 2026-11-01T00:00:00Z, epoch ms.
@@ -453,7 +453,7 @@ impl Sim {
                 uid: rng.uuid(),
                 rv: 0,
                 holder: format!("cp-{}_{}", i + 1, rng.uuid()),
-                duration_secs: 15,
+                duration_secs: LEASE_DURATION_SECS,
                 acquire_ms: start - rng.range(3_600_000, 30 * 86_400_000),
                 renew_ms: start - rng.range(100, 1_900),
                 transitions: rng.range(0, 6),
@@ -657,7 +657,7 @@ impl Sim {
                     let holder = format!("cp-3_{}", self.rng.uuid());
                     let l = &mut self.leases[i];
                     l.holder = holder;
-                    l.duration_secs = 15;
+                    l.duration_secs = LEASE_DURATION_SECS;
                     l.acquire_ms = now;
                     l.renew_ms = now;
                     l.transitions += 1;
@@ -926,6 +926,12 @@ impl Sim {
             attempts.push((Exit::Completed, run(&mut self.rng)));
         } else {
             attempts.push((Exit::Completed, run(&mut self.rng)));
+        }
+        if let (Owner::Cron(i), Some(t)) = (owner, scheduled)
+            && self.plan.hangs(i, t)
+        {
+            // The coverage scenario's silent stop: the pod runs until the trace ends.
+            attempts = vec![(Exit::Overrun, i64::MAX / 4)];
         }
         let rv = self.next_rv();
         let job = JobState {
@@ -1229,7 +1235,7 @@ impl Sim {
         let holder = format!("cp-2_{}", self.rng.uuid());
         let l = &mut self.leases[0];
         l.holder = holder;
-        l.duration_secs = 15;
+        l.duration_secs = LEASE_DURATION_SECS;
         l.acquire_ms = now;
         l.renew_ms = now;
         l.transitions += 1;
