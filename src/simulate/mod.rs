@@ -506,7 +506,9 @@ impl Sim {
         }
         for i in 0..sim.plan.cronjobs.len() {
             if !sim.plan.cronjobs[i].suspend {
-                let t = sim.plan.cronjobs[i].schedule.next_at_or_after(start + 1);
+                // A fire time at the very start is due too: the initial status says the
+                // last schedule was before it (skipping it looked like a missed run).
+                let t = sim.plan.cronjobs[i].schedule.next_at_or_after(start);
                 sim.at(t, Ev::Fire(i));
             }
         }
