@@ -57,15 +57,27 @@ pub struct AlertsRun {
 impl AlertsRun {
     /// `<alertmanager>/api/v2/alerts`.
     pub fn endpoint(&self) -> Result<reqwest::Url, AlertsError> {
-        let invalid = |reason: String| AlertsError::InvalidUrl { url: self.alertmanager.clone(), reason };
+        let invalid = |reason: String| AlertsError::InvalidUrl { url: redact(&self.alertmanager), reason };
         let base = reqwest::Url::parse(&self.alertmanager).map_err(|e| invalid(e.to_string()))?;
         if !matches!(base.scheme(), "http" | "https") {
             return Err(invalid("not an http(s) URL".into()));
+        }
+        // Refused, not used: a URL with a password would show in every request error.
+        if !base.username().is_empty() || base.password().is_some() {
+            return Err(invalid("credentials in the URL are not supported (they would show in logs)".into()));
         }
         let path = format!("{}/api/v2/alerts", base.path().trim_end_matches('/'));
         let mut url = base;
         url.set_path(&path);
         Ok(url)
+    }
+}
+
+/// `url` with anything between `://` and `@` replaced, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme + 3 => format!("{}://***@{}", &url[..scheme], &url[at + 1..]),
+        _ => url.to_owned(),
     }
 }
 
@@ -292,5 +304,7 @@ mod tests {
         );
         assert!(matches!(run("am:9093").endpoint(), Err(AlertsError::InvalidUrl { .. })));
         assert!(matches!(run("not a url").endpoint(), Err(AlertsError::InvalidUrl { .. })));
+        let e = run("http://admin:hunter2@am:9093").endpoint().unwrap_err().to_string();
+        assert!(e.contains("credentials") && !e.contains("hunter2"), "{e}");
     }
 }
