@@ -22,7 +22,7 @@ use super::{
     progress::{Progress, thousands},
     replay::write_jsonl,
     simulate::FleetArgs,
-    stages::run_all_in_memory,
+    stages::{StageReport, run_all_in_memory},
 };
 use crate::{
     cleanup::{CleanupDecision, RetentionSource},
@@ -196,8 +196,9 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         inputs.into_topics().into_iter().map(|t| (t.name.clone(), t)).collect();
     let input_names: BTreeSet<String> = logs.keys().cloned().collect();
     let dead_letter = config.topics.full(&config.topics.dead_letter);
-    run_all_in_memory(&codec, &config, &config.process.stages, &mut logs, &dead_letter, DEMO_PARTITIONS)
-        .await?;
+    let reports =
+        run_all_in_memory(&codec, &config, &config.process.stages, &mut logs, &dead_letter, DEMO_PARTITIONS)
+            .await?;
     let stage_secs = stages_started.elapsed().as_secs_f64();
     // A topic one stage writes and a later one reads (a repartition topic) is internal:
     // counted, not written out.
@@ -246,7 +247,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         &config,
     );
     let dead_letters = logs.get(&dead_letter).map_or(0, MemTopic::len);
-    print_processors(&config, &processed, dead_letters, round_trips as f64 / stage_secs.max(1e-9));
+    print_processors(&reports, &processed, dead_letters, round_trips as f64 / stage_secs.max(1e-9));
     print_runs(&runs, &windows);
     print_decisions(&config, &decisions);
     print_coverage(&alerts);
@@ -367,12 +368,16 @@ fn print_summary(
 
 /// What each stage wrote.
 fn print_processors(
-    config: &PipelineConfig,
+    reports: &[StageReport],
     processed: &[(String, usize, bool)],
     dead_letters: usize,
     rate: f64,
 ) {
-    let stages: Vec<&str> = config.process.stages.iter().map(|s| s.name()).collect();
+    // Each stage with what it read (global inputs once per task) and its time.
+    let stages: Vec<String> = reports
+        .iter()
+        .map(|r| format!("{} ({} in, {:.2} s)", r.stage, thousands(r.records_in), r.secs))
+        .collect();
     println!(
         "\nprocessors, in memory as on Kafka (stages: {}; {} observations/s on one core):",
         stages.join(" → "),
