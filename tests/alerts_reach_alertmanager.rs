@@ -130,15 +130,28 @@ async fn firing_becomes_an_active_alert_and_resolved_ends_it() {
     let am = alertmanager();
     let dir = tempfile::tempdir().unwrap();
     let codec = codec(&infra);
+    // Started before [coverage] created its topic, the forwarder waits for it.
+    let topic = unique_name("coverage-alerts");
+    let mut child = spawn_alerts(&infra, &topic, &am.url, 60, dir.path());
+    let log = dir.path().join("alerts.log");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("waiting for") {
+        assert!(std::time::Instant::now() < deadline, "alerts did not wait for its topic");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "alerts exited: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // Two partitions: the forwarder waits for the end of both, one of them empty.
-    let topic = infra.topic("coverage-alerts", 2).await;
+    infra.create_topic(&topic, 2).await;
     let name = unique_name("nightly");
     let now = now_ms();
     let pending_since = now - 600_000;
     produce(&infra, &codec, &topic, &record(&name, CoverageState::Firing, now - 60_000, Some(pending_since)))
         .await;
 
-    let mut child = spawn_alerts(&infra, &topic, &am.url, 60, dir.path());
     let alerts =
         wait_for("the FIRING alert active", &am.url, &name, Duration::from_secs(60), dir.path(), |a| {
             !a.is_empty()

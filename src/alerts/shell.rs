@@ -26,13 +26,16 @@ use super::{
     state::{Forwarder, ForwarderConfig, PostableAlert},
     truncate_body,
 };
-use crate::{codec::Codec, coverage::CoverageAlert};
+use crate::{codec::Codec, coverage::CoverageAlert, runtime::kafka::QuietEof};
 
 /// How often the forwarder is asked what it owes.
 pub const TICK: Duration = Duration::from_millis(250);
 
 /// First pause after a failed post; it doubles up to `max_backoff`.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+
+/// How often a missing topic is looked for again.
+pub const MISSING_TOPIC_RETRY: Duration = Duration::from_secs(2);
 
 /// Most alerts in one POST.
 pub const MAX_ALERTS_PER_POST: usize = 1000;
@@ -98,7 +101,26 @@ pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>)
         .timeout(run.request_timeout)
         .build()
         .map_err(|e| AlertsError::InvalidUrl { url: run.alertmanager.clone(), reason: e.to_string() })?;
-    let consumer = consumer(run)?;
+    tokio::pin!(stop);
+    // Started beside `kubefacts process`, the topic may not exist yet: wait for it.
+    let mut waiting = false;
+    let consumer = loop {
+        match consumer(run) {
+            Ok(c) => break c,
+            Err(AlertsError::MissingTopic { .. }) => {
+                if !waiting {
+                    tracing::warn!(topic = %run.topic, "the topic does not exist yet ([coverage] creates it); waiting");
+                    eprintln!("alerts: waiting for {} to exist (is [coverage] running?)", run.topic);
+                    waiting = true;
+                }
+                tokio::select! {
+                    () = &mut stop => return Ok(()),
+                    () = tokio::time::sleep(MISSING_TOPIC_RETRY) => {}
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let mut at_end: BTreeSet<i32> = BTreeSet::new();
     let partitions = consumer.assignment().map_err(kafka("reading the assignment"))?.count();
 
@@ -107,7 +129,6 @@ pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>)
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let (mut records, mut undecodable) = (0u64, 0u64);
-    tokio::pin!(stop);
     loop {
         tokio::select! {
             () = &mut stop => break,
@@ -211,8 +232,8 @@ async fn post_due(
 
 /// A consumer assigned every partition of the topic from the beginning; it reports each
 /// partition's end (PartitionEOF) so the caller knows when the history is read.
-fn consumer(run: &AlertsRun) -> Result<StreamConsumer, AlertsError> {
-    let consumer: StreamConsumer = ClientConfig::new()
+fn consumer(run: &AlertsRun) -> Result<StreamConsumer<QuietEof>, AlertsError> {
+    let consumer: StreamConsumer<QuietEof> = ClientConfig::new()
         .set("bootstrap.servers", &run.bootstrap)
         // Required by the client; nothing is committed (the topic itself is the state).
         .set("group.id", format!("kubefacts-alerts-{}", std::process::id()))
@@ -220,7 +241,7 @@ fn consumer(run: &AlertsRun) -> Result<StreamConsumer, AlertsError> {
         .set("enable.auto.offset.store", "false")
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true")
-        .create()
+        .create_with_context(QuietEof)
         .map_err(kafka("creating the consumer"))?;
     let metadata = consumer
         .fetch_metadata(Some(&run.topic), Duration::from_secs(10))

@@ -273,6 +273,22 @@ enum RebalanceEvent {
 
 impl ClientContext for RebalanceLog {}
 
+/// A client context that does not report PartitionEOF as an error: consumers that ask for
+/// end-of-partition events (restore, `kubefacts alerts`) get one per partition by design,
+/// and librdkafka's default context logs each as a global ERROR.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuietEof;
+
+impl ClientContext for QuietEof {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(error, KafkaError::PartitionEOF(_)) {
+            tracing::error!(target: "librdkafka", "librdkafka: {error}: {reason}");
+        }
+    }
+}
+
+impl ConsumerContext for QuietEof {}
+
 impl ConsumerContext for RebalanceLog {
     fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Revoke(tpl) = rebalance {
@@ -1028,7 +1044,7 @@ fn restore(
     for (topic, partitions) in by_topic {
         // The restore consumer only assigns, reads to the end and goes: its group id is
         // never joined or committed to, but librdkafka wants one.
-        let consumer: BaseConsumer = client_config(cfg)
+        let consumer: BaseConsumer<QuietEof> = client_config(cfg)
             .set("group.id", format!("{}-restore", cfg.group_id()))
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
@@ -1036,7 +1052,7 @@ fn restore(
             .set("fetch.wait.max.ms", "10")
             // It lives only until the end of the changelog: never pause fetching.
             .set("fetch.queue.backoff.ms", "0")
-            .create()
+            .create_with_context(QuietEof)
             .map_err(kafka("creating the restore consumer"))?;
         // Know the leaders before assigning, or librdkafka retries the offset lookup on a
         // 500 ms timer.

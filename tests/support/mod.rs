@@ -93,17 +93,22 @@ impl Infra {
     /// Creates a fresh topic with `partitions` partitions and returns its name.
     pub async fn topic(&self, prefix: &str, partitions: i32) -> String {
         let name = unique_name(prefix);
+        self.create_topic(&name, partitions).await;
+        name
+    }
+
+    /// Creates topic `name` with `partitions` partitions.
+    pub async fn create_topic(&self, name: &str, partitions: i32) {
         let admin: AdminClient<DefaultClientContext> =
             ClientConfig::new().set("bootstrap.servers", &self.bootstrap).create().expect("admin client");
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
         let res = admin
-            .create_topics(&[NewTopic::new(&name, partitions, TopicReplication::Fixed(1))], &opts)
+            .create_topics(&[NewTopic::new(name, partitions, TopicReplication::Fixed(1))], &opts)
             .await
             .unwrap_or_else(|e| panic!("cannot reach Kafka at {} to create {name}: {e}", self.bootstrap));
         for r in res {
             r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
         }
-        name
     }
 
     /// An idempotent producer.
