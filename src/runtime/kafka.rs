@@ -281,7 +281,8 @@ pub struct QuietEof;
 
 impl ClientContext for QuietEof {
     fn error(&self, error: KafkaError, reason: &str) {
-        if !matches!(error, KafkaError::PartitionEOF(_)) {
+        // librdkafka reports it as a global error carrying the PartitionEOF code.
+        if error.rdkafka_error_code() != Some(rdkafka::types::RDKafkaErrorCode::PartitionEOF) {
             tracing::error!(target: "librdkafka", "librdkafka: {error}: {reason}");
         }
     }
