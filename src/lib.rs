@@ -12,6 +12,7 @@
 //! * [`coverage`] — `[coverage]`: lease coverage and overdue CronJobs.
 //! * [`alerts`] — `kubefacts alerts`: coverage alerts forwarded to Alertmanager.
 //! * [`runtime`] — the exactly-once processor runtime and its in-memory driver.
+//! * [`sessions`] — `[sessions]`: exact Kubernetes resource quantities (CPU, memory).
 //! * [`simulate`] — a deterministic cluster trace of a simulated batch fleet.
 //! * [`metrics`] — the Prometheus endpoint.
 //! * [`cli`] — the `kubefacts` command line.
@@ -26,6 +27,7 @@ pub mod journal;
 pub mod metrics;
 pub mod observe;
 pub mod runtime;
+pub mod sessions;
 pub mod simulate;
 pub mod telemetry;
 pub mod trace;

@@ -1,0 +1,3 @@
+//! `[sessions]`: session projections (DESIGN §5.4); quantity parsing for now.
+
+pub mod quantity;
