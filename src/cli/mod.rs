@@ -9,6 +9,7 @@ mod progress;
 mod publish;
 mod replay;
 mod schemas;
+mod session_event;
 mod simulate;
 mod stages;
 mod tail;
@@ -23,6 +24,7 @@ pub use process::ProcessArgs;
 pub use publish::PublishArgs;
 pub use replay::ReplayArgs;
 pub use schemas::SchemasArgs;
+pub use session_event::SessionEventArgs;
 pub use simulate::SimulateArgs;
 pub use stages::{StageReport, run_all_in_memory};
 pub use tail::TailArgs;
@@ -107,6 +109,9 @@ pub enum Command {
     /// Publish a cluster trace to the input topics, minimized, admitted and keyed exactly as
     /// the live watcher publishes.
     Publish(PublishArgs),
+    /// Publish a host application's session observations to `sessions.v1`, keyed and
+    /// partitioned as a host application must (docs/SESSIONS_INPUT.md).
+    SessionEvent(Box<SessionEventArgs>),
     /// Run a cluster trace through the pipeline in memory and write every topic as JSON lines.
     Replay(ReplayArgs),
     /// Apply the cleanup decisions to the cluster (a dry run unless --apply): delete each
@@ -135,6 +140,7 @@ impl Cli {
             Command::Process(args) => process::run(*args).await,
             Command::Replay(args) => replay::run(args).await,
             Command::Publish(args) => publish::run(args).await,
+            Command::SessionEvent(args) => session_event::run(*args).await,
             Command::Watch(args) => watch::run(*args).await,
             Command::Schemas(args) => schemas::run(args),
             Command::Simulate(args) => simulate::run(args),

@@ -83,6 +83,8 @@ pub struct Publisher {
     topics: Vec<(InputTopic, TopicOut)>,
     in_flight: VecDeque<(Instant, DeliveryFuture)>,
     counts: PublishCounts,
+    /// `(partition, offset)` of every acknowledged record, in send order, when tracked.
+    deliveries: Option<Vec<(i32, i64)>>,
 }
 
 impl std::fmt::Debug for Publisher {
@@ -100,6 +102,17 @@ impl Publisher {
         codec: &Codec,
         topics: &TopicsConfig,
     ) -> Result<Self, PublishError> {
+        Self::connect_to(bootstrap, codec, topics, &InputTopic::ALL).await
+    }
+
+    /// [`Publisher::connect`] for the input topics `only` (a host application's tool
+    /// publishing sessions needs `sessions.v1` alone); publishing to another topic panics.
+    pub async fn connect_to(
+        bootstrap: &str,
+        codec: &Codec,
+        topics: &TopicsConfig,
+        only: &[InputTopic],
+    ) -> Result<Self, PublishError> {
         let producer: FutureProducer = ClientConfig::new()
             .set("bootstrap.servers", bootstrap)
             .set("enable.idempotence", "true")
@@ -116,7 +129,7 @@ impl Publisher {
             tokio::task::block_in_place(|| metadata_client.fetch_metadata(None, Duration::from_secs(30)))
                 .map_err(kafka("reading topic metadata"))?;
         let mut out = Vec::new();
-        for topic in InputTopic::ALL {
+        for &topic in only {
             let name = topic.topic_name(topics);
             let partitions = metadata
                 .topics()
@@ -128,7 +141,27 @@ impl Publisher {
             let writer = codec.value_writer(&name, topic.full_name()).await?;
             out.push((topic, TopicOut { name, partitions, writer }));
         }
-        Ok(Self { producer, topics: out, in_flight: VecDeque::new(), counts: PublishCounts::default() })
+        Ok(Self {
+            producer,
+            topics: out,
+            in_flight: VecDeque::new(),
+            counts: PublishCounts::default(),
+            deliveries: None,
+        })
+    }
+
+    /// Records the `(partition, offset)` of every acknowledged record from now on, for
+    /// [`Publisher::take_deliveries`] (for a tool that reports where each record went; the
+    /// watcher does not keep them).
+    pub fn track_deliveries(mut self) -> Self {
+        self.deliveries = Some(Vec::new());
+        self
+    }
+
+    /// The `(partition, offset)` of the records acknowledged since the last call, in send
+    /// order (a keyless record once per partition); empty unless tracked.
+    pub fn take_deliveries(&mut self) -> Vec<(i32, i64)> {
+        self.deliveries.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// What has been published so far.
@@ -158,7 +191,7 @@ impl Publisher {
                     // librdkafka's queue is full: wait for the oldest delivery and retry.
                     Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), r)) => {
                         record = r;
-                        Self::settle(&mut self.in_flight, &mut self.counts, 1).await?;
+                        Self::settle(&mut self.in_flight, &mut self.counts, &mut self.deliveries, 1).await?;
                         if self.in_flight.is_empty() {
                             tokio::time::sleep(Duration::from_millis(1)).await;
                         }
@@ -172,7 +205,7 @@ impl Publisher {
         }
         if self.in_flight.len() > MAX_IN_FLIGHT {
             let excess = self.in_flight.len() - MAX_IN_FLIGHT;
-            Self::settle(&mut self.in_flight, &mut self.counts, excess).await?;
+            Self::settle(&mut self.in_flight, &mut self.counts, &mut self.deliveries, excess).await?;
         }
         Ok(())
     }
@@ -186,7 +219,7 @@ impl Publisher {
             let std::task::Poll::Ready(report) = f.poll_unpin(&mut cx) else { break };
             let latency = sent.elapsed();
             self.in_flight.pop_front();
-            record(&mut self.counts, latency, report)?;
+            record(&mut self.counts, &mut self.deliveries, latency, report)?;
         }
         Ok(())
     }
@@ -195,7 +228,7 @@ impl Publisher {
     /// delivery is the error.
     pub async fn flush(&mut self) -> Result<(), PublishError> {
         let n = self.in_flight.len();
-        Self::settle(&mut self.in_flight, &mut self.counts, n).await?;
+        Self::settle(&mut self.in_flight, &mut self.counts, &mut self.deliveries, n).await?;
         tokio::task::block_in_place(|| self.producer.flush(Duration::from_secs(60)))
             .map_err(kafka("flushing"))
     }
@@ -204,12 +237,13 @@ impl Publisher {
     async fn settle(
         in_flight: &mut VecDeque<(Instant, DeliveryFuture)>,
         counts: &mut PublishCounts,
+        deliveries: &mut Option<Vec<(i32, i64)>>,
         n: usize,
     ) -> Result<(), PublishError> {
         for _ in 0..n {
             let Some((sent, f)) = in_flight.pop_front() else { break };
             let report = f.await;
-            record(counts, sent.elapsed(), report)?;
+            record(counts, deliveries, sent.elapsed(), report)?;
         }
         Ok(())
     }
@@ -218,11 +252,15 @@ impl Publisher {
 /// Counts one delivery report; a failed delivery is the error.
 fn record(
     counts: &mut PublishCounts,
+    deliveries: &mut Option<Vec<(i32, i64)>>,
     latency: Duration,
     report: <DeliveryFuture as std::future::Future>::Output,
 ) -> Result<(), PublishError> {
     match report {
-        Ok(Ok(_)) => {
+        Ok(Ok(delivery)) => {
+            if let Some(d) = deliveries {
+                d.push((delivery.partition, delivery.offset));
+            }
             counts.acked += 1;
             counts.ack_latency_us += latency.as_micros() as u64;
             Ok(())
