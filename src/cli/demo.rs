@@ -200,18 +200,15 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         run_all_in_memory(&codec, &config, &config.process.stages, &mut logs, &dead_letter, DEMO_PARTITIONS)
             .await?;
     let stage_secs = stages_started.elapsed().as_secs_f64();
-    // A topic one stage writes and a later one reads (a repartition topic) is internal:
-    // counted, not written out.
-    let read_by_stages: BTreeSet<&String> = config.process.stages.iter().flat_map(|s| &s.inputs).collect();
+    // The journal's repartition topic is internal: counted, not written out. (Other topics
+    // a later stage reads, such as job-run-facts for `[coverage]`, are product topics.)
+    let repartition = config.topics.full(&config.topics.journal_repartition);
     let mut processed = Vec::new();
     for (name, log) in &logs {
         if input_names.contains(name) || log.is_empty() {
             continue;
         }
-        // Only the repartition topic is internal: job-run-facts is read by `[coverage]`
-        // but is a product topic of its own.
-        let internal =
-            read_by_stages.contains(name) && *name == config.topics.full(&config.topics.journal_repartition);
+        let internal = *name == repartition;
         if !internal {
             write_jsonl(&codec, log, &args.output).await?;
             write_container(&codec, log, &args.output).await?;

@@ -33,7 +33,7 @@ use crate::{
     journal::model::{JobRun, OwnerKind, RunResult},
     observe::{CronJobObservation, LeaseObservation, ObservationEvent},
     runtime::{
-        DecodeInput, OutputPort, ProcessError, Processor, RecordMeta, StreamTime,
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
         store::{KvStore, StateStore},
     },
 };
@@ -231,11 +231,6 @@ impl Coverage {
     /// The subjects held (for tests and the demo).
     pub fn subjects(&self) -> impl Iterator<Item = (&String, &Subject)> {
         self.subjects.iter()
-    }
-
-    /// The Lease history held.
-    pub fn leases(&self) -> &LeaseBook {
-        &self.leases
     }
 
     fn on_run(&mut self, run: JobRun, now: StreamTime, out: &mut Outputs) {
@@ -505,8 +500,6 @@ fn state_event(state: CoverageState) -> &'static str {
         CoverageState::Unknown => "coverage_unknown",
     }
 }
-
-use crate::runtime::Outputs;
 
 impl Processor for Coverage {
     type Input = CoverageInput;

@@ -975,30 +975,8 @@ impl Sim {
         let name = format!("{}-{}", j.name, self.rng.suffix(5));
         let first = j.start_ms.is_none();
         let deadline = self.behavior(j.owner).active_deadline_secs;
-        let id = self.next_id();
-        let uid = self.rng.uuid();
-        let rv = self.next_rv();
-        self.pods.insert(
-            id,
-            PodState {
-                id,
-                name,
-                uid,
-                kind: PodKind::Job(job),
-                created_ms: now,
-                rv,
-                node: None,
-                scheduled_ms: None,
-                running_ms: None,
-                phase: PodPhase::Pending,
-                exit: None,
-                finalizer: true,
-                deletion_ms: None,
-                run_ms: (exit != Exit::Overrun).then_some(run_ms),
-                planned_exit: exit,
-            },
-        );
-        self.stats.pods += 1;
+        let id =
+            self.insert_pod(name, PodKind::Job(job), true, (exit != Exit::Overrun).then_some(run_ms), exit);
         let j = self.jobs.get_mut(&job).expect("checked above");
         j.next_attempt += 1;
         j.pods.push(id);
@@ -1270,6 +1248,40 @@ impl Sim {
         }
     }
 
+    /// A new Pending Pod, created now, unscheduled: its id (not emitted yet).
+    fn insert_pod(
+        &mut self,
+        name: String,
+        kind: PodKind,
+        finalizer: bool,
+        run_ms: Option<i64>,
+        planned_exit: Exit,
+    ) -> u64 {
+        let id = self.next_id();
+        let uid = self.rng.uuid();
+        let rv = self.next_rv();
+        let pod = PodState {
+            id,
+            name,
+            uid,
+            kind,
+            created_ms: self.now,
+            rv,
+            node: None,
+            scheduled_ms: None,
+            running_ms: None,
+            phase: PodPhase::Pending,
+            exit: None,
+            finalizer,
+            deletion_ms: None,
+            run_ms,
+            planned_exit,
+        };
+        self.pods.insert(id, pod);
+        self.stats.pods += 1;
+        id
+    }
+
     fn new_session_pod(
         &mut self,
         name: String,
@@ -1278,30 +1290,13 @@ impl Sim {
         requests: (u32, u32),
         out: &mut VecDeque<TraceEntry>,
     ) -> u64 {
-        let id = self.next_id();
-        let uid = self.rng.uuid();
-        let rv = self.next_rv();
-        self.pods.insert(
-            id,
-            PodState {
-                id,
-                name,
-                uid,
-                kind: PodKind::Session { session, namespace, requests },
-                created_ms: self.now,
-                rv,
-                node: None,
-                scheduled_ms: None,
-                running_ms: None,
-                phase: PodPhase::Pending,
-                exit: None,
-                finalizer: false,
-                deletion_ms: None,
-                run_ms: None,
-                planned_exit: Exit::Completed,
-            },
+        let id = self.insert_pod(
+            name,
+            PodKind::Session { session, namespace, requests },
+            false,
+            None,
+            Exit::Completed,
         );
-        self.stats.pods += 1;
         self.emit(out, Item::Pod(id), false);
         self.after(5, 80, Ev::PodScheduled(id));
         id
