@@ -232,6 +232,9 @@ async fn lead(
     let mut groups = JoinSet::new();
     let mut started = 0;
     let mut listed: BTreeSet<&'static str> = BTreeSet::new();
+    // Until the first SNAPSHOT_BEGIN the observer's epoch is 0: a heartbeat then would carry
+    // an epoch below the previous leader's (epochs never decrease), so none is sent.
+    let mut begun = false;
     let spawn_next = |groups: &mut JoinSet<()>, started: &mut usize| {
         // Pods and Leases have no dependants: start both together.
         while *started < ORDER.len() {
@@ -265,6 +268,7 @@ async fn lead(
             }
             msg = rx.recv() => match msg {
                 Some((at, msg)) => {
+                    begun |= matches!(msg, Msg::Begin { .. });
                     if let Msg::End { kind, .. } = &msg
                         && listed.insert(kind)
                     {
@@ -275,6 +279,9 @@ async fn lead(
                 None => break Ok(false),
             },
             _ = heartbeat.tick() => {
+                if !begun {
+                    continue;
+                }
                 stats.heartbeats.fetch_add(1, Ordering::Relaxed);
                 TraceEntry { observed_at_ms: now_ms(), event: TraceEvent::Heartbeat }
             }
