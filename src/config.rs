@@ -79,6 +79,9 @@ pub struct PipelineConfig {
     /// How `[coverage]` judges CronJobs against their manager Lease.
     #[serde(default)]
     pub coverage: crate::coverage::CoverageConfig,
+    /// How `[sessions]` finds a session Pod's main container.
+    #[serde(default)]
+    pub sessions: crate::sessions::SessionsConfig,
 }
 
 fn default_cluster() -> String {
@@ -98,6 +101,7 @@ impl Default for PipelineConfig {
             cleanup: crate::cleanup::CleanupConfig::default(),
             cleaner: crate::cleanup::cleaner::CleanerConfig::default(),
             coverage: crate::coverage::CoverageConfig::default(),
+            sessions: crate::sessions::SessionsConfig::default(),
         };
         cfg.resolve_topic_refs("built-in default").expect("the built-in stages name known topics");
         cfg
@@ -138,6 +142,11 @@ pub struct TopicsConfig {
     pub coverage_alerts: String,
     /// Session projections (key: session id), compacted.
     pub session_projections: String,
+    /// Internal: what each session holds, re-keyed by owner, from `[sessions]` to
+    /// `[session-owners]` (with stream time forwarded).
+    pub session_owner_repartition: String,
+    /// Retained compute per owner (key: owner), compacted.
+    pub retained_by_owner: String,
     /// Records that could not be decoded or were invalid, with a reason.
     pub dead_letter: String,
 }
@@ -158,6 +167,8 @@ impl Default for TopicsConfig {
             cleanup_outcomes: "cleanup-outcomes.v1".into(),
             coverage_alerts: "coverage-alerts.v1".into(),
             session_projections: "session-projections.v1".into(),
+            session_owner_repartition: "internal.session-owner-repartition.v1".into(),
+            retained_by_owner: "retained-compute-by-owner.v1".into(),
             dead_letter: "dead-letter.v1".into(),
         }
     }
@@ -234,6 +245,23 @@ impl Default for ProcessConfig {
                     globals: vec!["topics.leases".into()],
                     outputs: vec!["topics.coverage_alerts".into()],
                 },
+                StageConfig {
+                    name: None,
+                    processor: "sessions".into(),
+                    inputs: vec!["topics.sessions".into(), "topics.pods".into()],
+                    globals: Vec::new(),
+                    outputs: vec![
+                        "topics.session_projections".into(),
+                        "topics.session_owner_repartition".into(),
+                    ],
+                },
+                StageConfig {
+                    name: None,
+                    processor: "session-owners".into(),
+                    inputs: vec!["topics.session_owner_repartition".into()],
+                    globals: Vec::new(),
+                    outputs: vec!["topics.retained_by_owner".into()],
+                },
             ],
         }
     }
@@ -274,7 +302,7 @@ impl TopicsConfig {
         format!("{}{name}", self.prefix)
     }
 
-    fn named(&self) -> [(&'static str, &str); 13] {
+    fn named(&self) -> [(&'static str, &str); 15] {
         [
             ("pods", &self.pods),
             ("jobs", &self.jobs),
@@ -288,6 +316,8 @@ impl TopicsConfig {
             ("cleanup_outcomes", &self.cleanup_outcomes),
             ("coverage_alerts", &self.coverage_alerts),
             ("session_projections", &self.session_projections),
+            ("session_owner_repartition", &self.session_owner_repartition),
+            ("retained_by_owner", &self.retained_by_owner),
             ("dead_letter", &self.dead_letter),
         ]
     }
@@ -394,7 +424,17 @@ impl PipelineConfig {
         {
             return Err(invalid("watch.leases", format!("{bad:?} is not namespace/name")));
         }
-        self.validate_coverage(&invalid)
+        self.validate_coverage(&invalid)?;
+        // The watcher would drop the annotation: no session Pod would have a main container
+        // beyond single-container Pods, silently.
+        let annotation = &self.sessions.main_container_annotation;
+        if !annotation.is_empty() && !self.minimize.annotation_keys.contains(annotation) {
+            return Err(invalid(
+                "sessions.main_container_annotation",
+                format!("{annotation:?} must be listed in minimize.annotation_keys, or the watcher drops it"),
+            ));
+        }
+        Ok(())
     }
 
     fn validate_coverage(&self, invalid: &dyn Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
@@ -598,7 +638,7 @@ mod tests {
             ("max_deletes_per_sec = 10", "max_deletes_per_sec = 0", "cleaner.max_deletes_per_sec"),
             // The watcher would drop the annotation: no dependency would ever be seen.
             (
-                "annotation_keys = [\"kubefacts.io/depends-on\", \"kubefacts.io/expected-interval\"]",
+                "annotation_keys = [\"kubefacts.io/depends-on\", \"kubefacts.io/expected-interval\", \"kubectl.kubernetes.io/default-container\"]",
                 "annotation_keys = []",
                 "cleanup.dependency_annotation",
             ),

@@ -19,6 +19,7 @@ use crate::{
         kafka::{RuntimeConfig, RuntimeError, RuntimeStats, run_blocking},
         probe::{Probe, ProbeRekey},
     },
+    sessions::{SessionOwners, Sessions},
 };
 
 /// Processors a stage can run. The four product processors join as they land.
@@ -35,6 +36,11 @@ pub enum ProcessorName {
     /// `[coverage]`: runs + CronJobs (co-partitioned by owner UID), Leases as a global
     /// table → state changes on `coverage-alerts.v1`.
     Coverage,
+    /// `[sessions]`: sessions + Pods (co-partitioned by session id) → projections on
+    /// `session-projections.v1`, and what each session holds re-keyed by owner.
+    Sessions,
+    /// `[session-owners]`: what sessions hold, keyed by owner → retained compute per owner.
+    SessionOwners,
 }
 
 impl ProcessorName {
@@ -59,6 +65,8 @@ impl ProcessorName {
             Self::Runs => &Runs::OUTPUTS,
             Self::Journal => &Journal::OUTPUTS,
             Self::Coverage => &Coverage::OUTPUTS,
+            Self::Sessions => &Sessions::OUTPUTS,
+            Self::SessionOwners => &SessionOwners::OUTPUTS,
         }
     }
 
@@ -73,6 +81,8 @@ impl ProcessorName {
             Self::Runs => names(&mut Runs::new(RunsConfig::default())),
             Self::Journal => names(&mut Journal::new(JournalConfig::default())),
             Self::Coverage => names(&mut Coverage::new(CoverageConfig::default())),
+            Self::Sessions => names(&mut Sessions::new(Default::default(), "")),
+            Self::SessionOwners => names(&mut SessionOwners::new()),
         }
     }
 
@@ -118,6 +128,13 @@ impl ProcessorName {
                 let coverage = &settings.coverage;
                 run_blocking(cfg, codec, handle, ports, |_| Coverage::new(coverage.clone()), stop, stats)
             }
+            Self::Sessions => {
+                let make = |_| sessions(settings);
+                run_blocking(cfg, codec, handle, ports, make, stop, stats)
+            }
+            Self::SessionOwners => {
+                run_blocking(cfg, codec, handle, ports, |_| SessionOwners::new(), stop, stats)
+            }
         }
     }
 
@@ -158,6 +175,14 @@ impl ProcessorName {
                 let make = |_| Coverage::new(settings.coverage.clone());
                 driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
             }
+            Self::Sessions => {
+                let make = |_| sessions(settings);
+                driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
+            }
+            Self::SessionOwners => {
+                let make = |_| SessionOwners::new();
+                driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
+            }
         };
         run.with_context(|| format!("stage {stage}"))
     }
@@ -171,6 +196,11 @@ fn runs_config(settings: &PipelineConfig) -> RunsConfig {
         cleanup: settings.cleanup.clone(),
         ..RunsConfig::default()
     }
+}
+
+/// `[sessions]` as the pipeline configures it (the session label is `[minimize]`'s).
+fn sessions(settings: &PipelineConfig) -> Sessions {
+    Sessions::new(settings.sessions.clone(), settings.minimize.session_label.clone())
 }
 
 /// A writer of the current revision of `record`, framed as single-object encoding (no

@@ -43,6 +43,8 @@ impl Default for MinimizeConfig {
             annotation_keys: vec![
                 crate::cleanup::policy::DEFAULT_DEPENDENCY_ANNOTATION.to_owned(),
                 crate::coverage::EXPECTED_INTERVAL_ANNOTATION.to_owned(),
+                // `[sessions]` reads it: the session Pod's main container.
+                crate::sessions::project::DEFAULT_CONTAINER_ANNOTATION.to_owned(),
             ],
             session_label: DEFAULT_SESSION_LABEL.to_owned(),
         }

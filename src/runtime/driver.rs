@@ -344,7 +344,7 @@ async fn step<P: Processor>(
         Ok(d) => d,
         Err(e) => {
             dead_letters.push(DeadLetter::undecodable(source, &e));
-            task.skip(&meta);
+            task.undecodable(&meta);
             return;
         }
     };

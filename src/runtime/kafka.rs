@@ -700,7 +700,7 @@ fn step<P: Processor>(
     let decoded = match handle.block_on(P::Input::decode(rec.input, codec, value)) {
         Ok(d) => d,
         Err(e) => {
-            task.skip(&meta);
+            task.undecodable(&meta);
             return Some(DeadLetter::undecodable(source, &e));
         }
     };

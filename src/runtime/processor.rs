@@ -78,6 +78,10 @@ pub trait Processor: Send {
     /// Called when stream time advances (after the record that advanced it), to close
     /// windows and run sweeps.
     fn on_stream_time(&mut self, now: StreamTime, out: &mut Outputs);
+    /// A record of this task could not be decoded (the runtime dead-letters it): a
+    /// processor whose answer depends on the latest observation of a key can say it no
+    /// longer knows it. Stream time does not move.
+    fn on_undecodable(&mut self, _meta: &RecordMeta, _now: StreamTime, _out: &mut Outputs) {}
 }
 
 /// One record a processor emitted.

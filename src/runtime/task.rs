@@ -58,6 +58,15 @@ impl<P: Processor> Task<P> {
         self.record_position(meta.input, meta.partition, meta.offset);
     }
 
+    /// A record that could not be decoded: skipped like [`Task::skip`], and the processor
+    /// told (at the current stream time), so it can stop trusting what that key said.
+    pub fn undecodable(&mut self, meta: &RecordMeta) {
+        self.record_position(meta.input, meta.partition, meta.offset);
+        let now = self.stream_time.unwrap_or(meta.timestamp_ms);
+        self.out.set_now(now);
+        self.processor.on_undecodable(meta, now, &mut self.out);
+    }
+
     /// The partition this task owns.
     pub fn partition(&self) -> i32 {
         self.partition

@@ -1,0 +1,145 @@
+//! `[session-owners]`: the compute each owner's stopped sessions still hold.
+//!
+//! Input: what each session holds, re-keyed by owner by `[sessions]` (an owner's sessions
+//! sit in every partition of `sessions.v1`). Output: `retained-compute-by-owner.v1`, one
+//! record per change of an owner's total. Each input record replaces the session's previous
+//! one under that owner, so a total is a sum of current values, never of deltas: a record
+//! seen twice changes nothing.
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{OwnerRetainedCompute, SessionRetained};
+use crate::{
+    codec::{Codec, CodecError},
+    runtime::{
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
+        store::{KvStore, StateStore},
+    },
+};
+
+/// What one RETAINED session adds to its owner's total.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// CPU request, millicores.
+    pub cpu_millicores: Option<i64>,
+    /// Memory request, bytes.
+    pub memory_bytes: Option<i64>,
+}
+
+/// `[session-owners]`'s input: what one session holds (keyed by owner).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnersInput(pub SessionRetained);
+
+impl DecodeInput for OwnersInput {
+    async fn decode(_input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
+        Ok(OwnersInput(codec.decode_as(bytes).await?))
+    }
+}
+
+/// The `[session-owners]` processor: one per task.
+#[derive(Debug)]
+pub struct SessionOwners {
+    /// (owner, session id) → what that RETAINED session holds.
+    held: KvStore<(String, String), Held>,
+    /// Owner → its latest total (with its revision).
+    totals: KvStore<String, OwnerRetainedCompute>,
+}
+
+impl Default for SessionOwners {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SessionOwners {
+    /// Output ports: `retained-compute-by-owner.v1`.
+    pub const OUTPUTS: [OutputPort; 1] = [OutputPort {
+        topic: "retained_by_owner",
+        record: OwnerRetainedCompute::FULL_NAME,
+        compacted: true,
+        key_record: None,
+    }];
+
+    /// An empty processor.
+    pub fn new() -> Self {
+        Self { held: KvStore::new("held"), totals: KvStore::new("totals") }
+    }
+
+    /// Latest totals by owner (for tests and the demo).
+    pub fn totals(&self) -> impl Iterator<Item = (&String, &OwnerRetainedCompute)> {
+        self.totals.iter()
+    }
+}
+
+/// Adds (`sign` 1) or removes (`sign` -1) one session from a total.
+fn apply(total: &mut OwnerRetainedCompute, held: Held, sign: i64) {
+    total.retained_sessions += sign;
+    match held.cpu_millicores {
+        Some(m) => total.cpu_millicores += sign * m,
+        None => total.sessions_without_cpu_request += sign,
+    }
+    match held.memory_bytes {
+        Some(b) => total.memory_bytes += sign * b,
+        None => total.sessions_without_memory_request += sign,
+    }
+}
+
+impl Processor for SessionOwners {
+    type Input = OwnersInput;
+
+    fn stores(&mut self) -> Vec<&mut dyn StateStore> {
+        vec![&mut self.held, &mut self.totals]
+    }
+
+    fn process(
+        &mut self,
+        OwnersInput(record): OwnersInput,
+        meta: &RecordMeta,
+        now: StreamTime,
+        out: &mut Outputs,
+    ) -> Result<(), ProcessError> {
+        // The key is the owner whose total this record changes; the record's own owner
+        // differs when the session left it.
+        let Some(owner) = meta.key.as_deref().and_then(|k| std::str::from_utf8(k).ok()).map(str::to_owned)
+        else {
+            return Err(ProcessError {
+                reason: "missing_key",
+                detail: "a retained-compute record without an owner key".into(),
+            });
+        };
+        let slot = (owner.clone(), record.session_id.clone());
+        let before = self.held.get(&slot).copied();
+        let after = (record.retained && record.owner == owner)
+            .then_some(Held { cpu_millicores: record.cpu_millicores, memory_bytes: record.memory_bytes });
+        if before == after {
+            out.count("session_owners_unchanged", 1);
+            return Ok(());
+        }
+        let mut total = self.totals.get(&owner).cloned().unwrap_or_else(|| OwnerRetainedCompute {
+            owner: owner.clone(),
+            ..OwnerRetainedCompute::default()
+        });
+        if let Some(b) = before {
+            apply(&mut total, b, -1);
+        }
+        match after {
+            Some(a) => {
+                apply(&mut total, a, 1);
+                self.held.put(slot, a);
+            }
+            None => {
+                self.held.delete(&slot);
+            }
+        }
+        total.revision += 1;
+        total.stream_time = now;
+        match out.emit(0, owner.as_bytes().to_vec(), &total) {
+            Ok(()) => out.count("session_owners_totals", 1),
+            Err(_) => out.count("session_owners_encode_failed", 1),
+        }
+        self.totals.put(owner, total);
+        Ok(())
+    }
+
+    fn on_stream_time(&mut self, _now: StreamTime, _out: &mut Outputs) {}
+}

@@ -1,0 +1,499 @@
+//! `[sessions]`: sessions joined with their own Pods (DESIGN §5.4, docs/SESSIONS.md).
+//!
+//! Inputs: `sessions.v1` (the host application's records) and `pods.v1`, co-partitioned by
+//! session id (the watcher keys a Pod carrying the session label by its value). Outputs:
+//! `session-projections.v1`, one record per change of a session's projection, and the
+//! session's retained compute re-keyed by owner for `[session-owners]`.
+//!
+//! Everything a projection says is recomputed from what is kept per session id — the
+//! latest session record and every labelled Pod seen under that id — so a Pod that arrives
+//! before its session, or a session that learns its Pod's UID later, ends in the same
+//! projection as any other order.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    model::{ContainerRequests, PodIdentity, SessionProjection, SessionRetained},
+    quantity,
+    retention::{PodEvidence, RetentionState, retention},
+};
+use crate::{
+    codec::{Codec, CodecError},
+    observe::{
+        ObservationEvent, PodObservation, SessionObservation,
+        model::{ContainerObservation, Pod, PodPhase, Session},
+    },
+    runtime::{
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
+        store::{KvStore, StateStore},
+    },
+};
+
+/// The annotation kubectl reads to pick a Pod's default container.
+pub const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";
+
+/// Settings of `[sessions]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionsConfig {
+    /// The annotation that names a session Pod's main container. Without it, a Pod with
+    /// exactly one container has that one as its main container; any other Pod has no
+    /// verified main container, so its requests are absent. Must be listed in
+    /// `[minimize].annotation_keys`.
+    pub main_container_annotation: String,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        Self { main_container_annotation: DEFAULT_CONTAINER_ANNOTATION.into() }
+    }
+}
+
+/// A Pod seen under a session id (its latest decoded observation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeenPod {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `status.phase`.
+    pub phase: PodPhase,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// Requests of its verified main container.
+    pub requests: ContainerRequests,
+    /// Snapshot epoch of the observation.
+    pub epoch: i64,
+    /// Deleted, or not re-listed by a relist.
+    pub gone: bool,
+    /// Position among the observations of this session id (orders Pods and failures).
+    pub seq: u64,
+}
+
+/// What `[sessions]` keeps per session id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tracked {
+    /// The latest session record; `None` while only Pods were seen (no row), or after the
+    /// host application deleted the session.
+    pub session: Option<Session>,
+    /// Every labelled Pod seen under this id, by UID.
+    pub pods: BTreeMap<String, SeenPod>,
+    /// Observations counted under this id (Pods and failed decodes).
+    pub seq: u64,
+    /// `seq` of the latest Pod observation that could not be decoded.
+    pub undecodable_seq: Option<u64>,
+    /// Revision of the latest projection emitted.
+    pub revision: i64,
+    /// The latest projection emitted, without stream time and revision.
+    pub emitted: Option<SessionProjection>,
+    /// The latest retained compute sent to the owner's total.
+    pub contributed: Option<SessionRetained>,
+}
+
+/// `[sessions]`'s inputs, in order: `sessions.v1`, `pods.v1` (co-partitioned).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionsInput {
+    /// A session record from the host application.
+    Session(Box<SessionObservation>),
+    /// A Pod observation, marker or heartbeat.
+    Pod(Box<PodObservation>),
+}
+
+impl DecodeInput for SessionsInput {
+    async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
+        Ok(match input {
+            0 => SessionsInput::Session(Box::new(codec.decode_as(bytes).await?)),
+            _ => SessionsInput::Pod(Box::new(codec.decode_direct(bytes).await?)),
+        })
+    }
+}
+
+/// The `[sessions]` processor: one per task.
+#[derive(Debug)]
+pub struct Sessions {
+    cfg: SessionsConfig,
+    session_label: String,
+    tracked: KvStore<String, Tracked>,
+}
+
+/// Port of `session-projections.v1`.
+const PROJECTIONS: usize = 0;
+/// Port of the retained compute re-keyed by owner.
+const RETAINED: usize = 1;
+
+impl Sessions {
+    /// Output ports: `session-projections.v1`, then the owner repartition topic.
+    pub const OUTPUTS: [OutputPort; 2] = [
+        OutputPort {
+            topic: "session_projections",
+            record: SessionProjection::FULL_NAME,
+            compacted: true,
+            key_record: None,
+        },
+        OutputPort {
+            topic: "session_owner_repartition",
+            record: SessionRetained::FULL_NAME,
+            compacted: false,
+            key_record: None,
+        },
+    ];
+
+    /// A processor with these settings; Pods carrying `session_label` belong to the session
+    /// it names (`[minimize].session_label`).
+    pub fn new(cfg: SessionsConfig, session_label: impl Into<String>) -> Self {
+        Self { cfg, session_label: session_label.into(), tracked: KvStore::new("sessions") }
+    }
+
+    /// What is kept per session id (for tests and the demo).
+    pub fn tracked(&self) -> impl Iterator<Item = (&String, &Tracked)> {
+        self.tracked.iter()
+    }
+
+    fn on_session(
+        &mut self,
+        obs: SessionObservation,
+        now: StreamTime,
+        out: &mut Outputs,
+    ) -> Result<(), ProcessError> {
+        match obs.event {
+            ObservationEvent::Applied | ObservationEvent::Deleted => {}
+            ObservationEvent::Unknown => {
+                return Err(ProcessError {
+                    reason: "unknown_event",
+                    detail: "a session event this reader does not know".into(),
+                });
+            }
+            // A host application writes no markers; heartbeats only move time.
+            _ => return Ok(()),
+        }
+        let Some(session) = obs.session else {
+            return Err(ProcessError {
+                reason: "missing_object",
+                detail: "a session event without a session".into(),
+            });
+        };
+        let id = session.session_id.clone();
+        let tracked = self.tracked.entry_mut(id.clone());
+        // Two writers of one session may race: the later change wins, not the later write.
+        if tracked.session.as_ref().is_some_and(|s| s.updated_at > session.updated_at) {
+            out.count("sessions_stale_updates", 1);
+            return Ok(());
+        }
+        if obs.event == ObservationEvent::Deleted {
+            tracked.session = None;
+            out.count("sessions_deleted", 1);
+        } else {
+            tracked.session = Some(session);
+            out.count("sessions_updates", 1);
+        }
+        self.project(&id, now, out);
+        Ok(())
+    }
+
+    fn on_pod(
+        &mut self,
+        obs: PodObservation,
+        now: StreamTime,
+        out: &mut Outputs,
+    ) -> Result<(), ProcessError> {
+        match obs.event {
+            ObservationEvent::SnapshotEnd => {
+                self.forget_unlisted(obs.source.epoch, now, out);
+                return Ok(());
+            }
+            ObservationEvent::Applied | ObservationEvent::Deleted => {}
+            ObservationEvent::Unknown => {
+                return Err(ProcessError {
+                    reason: "unknown_event",
+                    detail: "a Pod event this reader does not know".into(),
+                });
+            }
+            _ => return Ok(()),
+        }
+        let Some(pod) = obs.pod else {
+            return Err(ProcessError {
+                reason: "missing_object",
+                detail: "a Pod event without a Pod".into(),
+            });
+        };
+        let Some(id) = self.session_of(&pod) else {
+            out.count("sessions_pods_not_session", 1);
+            return Ok(());
+        };
+        let (requests, invalid) = main_container_requests(&pod, &self.cfg.main_container_annotation);
+        if requests.is_none() {
+            out.count("sessions_main_container_unverified", 1);
+        }
+        let tracked = self.tracked.entry_mut(id.clone());
+        tracked.seq += 1;
+        let seen = SeenPod {
+            namespace: pod.meta.namespace.clone(),
+            name: pod.meta.name.clone(),
+            phase: pod.phase,
+            deleting: pod.meta.deletion_timestamp.is_some(),
+            requests: requests.unwrap_or_default(),
+            epoch: obs.source.epoch,
+            gone: obs.event == ObservationEvent::Deleted,
+            seq: tracked.seq,
+        };
+        tracked.pods.insert(pod.meta.uid.clone(), seen);
+        out.count("sessions_pod_observations", 1);
+        self.project(&id, now, out);
+        // The rest of the observation was used; the bad quantity goes to the dead letters.
+        match invalid {
+            Some(detail) => Err(ProcessError { reason: "invalid_quantity", detail }),
+            None => Ok(()),
+        }
+    }
+
+    /// The session a Pod belongs to: its label's value, unless a Job controls it (such a
+    /// Pod is a run, keyed by its Job, and never a session's).
+    fn session_of(&self, pod: &Pod) -> Option<String> {
+        if pod.controller.as_ref().is_some_and(|c| c.kind == "Job") {
+            return None;
+        }
+        pod.meta.labels.get(&self.session_label).filter(|v| !v.is_empty()).cloned()
+    }
+
+    /// After SNAPSHOT_END of `epoch`: a Pod not re-listed was deleted while unobserved.
+    fn forget_unlisted(&mut self, epoch: i64, now: StreamTime, out: &mut Outputs) {
+        let stale: Vec<String> = self
+            .tracked
+            .iter()
+            .filter(|(_, t)| t.pods.values().any(|p| !p.gone && p.epoch < epoch))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in stale {
+            let unlisted = self.tracked.update(&id, |t| {
+                let mut n = 0;
+                for p in t.pods.values_mut().filter(|p| !p.gone && p.epoch < epoch) {
+                    p.gone = true;
+                    n += 1;
+                }
+                n
+            });
+            out.count("sessions_pods_unlisted", unlisted.unwrap_or(0));
+            self.project(&id, now, out);
+        }
+    }
+
+    /// Recomputes a session's projection and emits what changed: the projection, and the
+    /// session's retained compute for its owner's total.
+    fn project(&mut self, id: &str, now: StreamTime, out: &mut Outputs) {
+        let key = id.to_owned();
+        let Some(mut tracked) = self.tracked.delete(&key) else { return };
+        match &tracked.session {
+            Some(session) => {
+                let mut projection = projection_of(session, &tracked);
+                if tracked.emitted.as_ref() != Some(&projection) {
+                    projection.revision = tracked.revision + 1;
+                    projection.stream_time = now;
+                    match out.emit(PROJECTIONS, id.as_bytes().to_vec(), &projection) {
+                        Ok(()) => {
+                            tracked.revision = projection.revision;
+                            projection.revision = 0;
+                            projection.stream_time = 0;
+                            out.count(retention_event(projection.retention_state), 1);
+                            tracked.emitted = Some(projection.clone());
+                        }
+                        // Not recorded as emitted: the next change tries again.
+                        Err(_) => out.count("sessions_encode_failed", 1),
+                    }
+                }
+                let retained = projection.retention_state == RetentionState::Retained;
+                let requests = projection.main_container_requests;
+                let now_holds = SessionRetained {
+                    session_id: key.clone(),
+                    owner: session.owner.clone(),
+                    retained,
+                    cpu_millicores: requests.cpu_millicores.filter(|_| retained),
+                    memory_bytes: requests.memory_bytes.filter(|_| retained),
+                    stream_time: 0,
+                };
+                self.contribute(&mut tracked, Some(now_holds), now, out);
+            }
+            None => {
+                // No session record (never sent, or deleted): no row, and nothing held.
+                if tracked.emitted.take().is_some() {
+                    out.tombstone(PROJECTIONS, id.as_bytes().to_vec());
+                }
+                self.contribute(&mut tracked, None, now, out);
+            }
+        }
+        // A session id with no session record keeps only Pods that are still there.
+        if tracked.session.is_none() {
+            tracked.pods.retain(|_, p| !p.gone);
+            if tracked.pods.is_empty() && tracked.emitted.is_none() {
+                return;
+            }
+        }
+        self.tracked.put(key, tracked);
+    }
+
+    /// Tells the owner's total what the session holds now, when that changed: the current
+    /// owner gets the new record, and a previous owner a record saying it left.
+    fn contribute(
+        &mut self,
+        tracked: &mut Tracked,
+        holds: Option<SessionRetained>,
+        now: StreamTime,
+        out: &mut Outputs,
+    ) {
+        let before = tracked.contributed.take();
+        let held_before = before.as_ref().filter(|b| b.retained);
+        let send = |owner: &str, record: &SessionRetained, out: &mut Outputs| {
+            let record = SessionRetained { stream_time: now, ..record.clone() };
+            if out.emit(RETAINED, owner.as_bytes().to_vec(), &record).is_err() {
+                out.count("sessions_encode_failed", 1);
+            }
+        };
+        match &holds {
+            Some(h) if before.as_ref() != Some(h) => {
+                if h.retained || held_before.is_some_and(|b| b.owner == h.owner) {
+                    send(&h.owner, h, out);
+                }
+                // The session moved: its former owner stops counting it.
+                if let Some(b) = held_before.filter(|b| b.owner != h.owner) {
+                    send(&b.owner, h, out);
+                }
+            }
+            Some(_) => {}
+            None => {
+                if let Some(b) = held_before {
+                    let released = SessionRetained {
+                        retained: false,
+                        cpu_millicores: None,
+                        memory_bytes: None,
+                        ..b.clone()
+                    };
+                    send(&b.owner, &released, out);
+                }
+            }
+        }
+        tracked.contributed = holds;
+    }
+}
+
+/// The projection of a session from what is kept (stream time and revision left at 0).
+pub fn projection_of(session: &Session, tracked: &Tracked) -> SessionProjection {
+    let expected = &session.pod;
+    let is_own = |uid: &str, p: &SeenPod| {
+        p.namespace == expected.namespace
+            && p.name == expected.name
+            && expected.uid.as_deref().is_none_or(|u| u == uid)
+    };
+    // The own Pod: a present one before a gone one, then the latest observed (a Pod
+    // re-created under the same name, when the session recorded no UID).
+    let own = tracked.pods.iter().filter(|(uid, p)| is_own(uid, p)).max_by_key(|(_, p)| (!p.gone, p.seq));
+    let foreign = tracked.pods.iter().filter(|(uid, p)| !is_own(uid, p)).count();
+    let undecodable_after = |seq: u64| tracked.undecodable_seq.is_some_and(|u| u > seq);
+    let evidence = match own {
+        Some((_, p)) if undecodable_after(p.seq) => PodEvidence::Undecodable,
+        Some((_, p)) if p.gone => PodEvidence::Gone,
+        Some((_, p)) => PodEvidence::Present { phase: p.phase, deleting: p.deleting },
+        None if tracked.undecodable_seq.is_some() => PodEvidence::Undecodable,
+        None => PodEvidence::Missing,
+    };
+    SessionProjection {
+        session_id: session.session_id.clone(),
+        owner: session.owner.clone(),
+        session_state: session.state,
+        retention_state: retention(session.state, evidence),
+        pod: own.map(|(uid, p)| PodIdentity {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            uid: Some(uid.clone()),
+        }),
+        pod_phase: own.map(|(_, p)| p.phase),
+        main_container_requests: own.map(|(_, p)| p.requests).unwrap_or_default(),
+        foreign_pods_seen: foreign as i64,
+        stream_time: 0,
+        revision: 0,
+    }
+}
+
+/// The requests of a Pod's verified main container — the one the main-container annotation
+/// names, else the only container — or `None` without one; and a description of a request
+/// that did not parse (that value is left out).
+pub fn main_container_requests(pod: &Pod, annotation: &str) -> (Option<ContainerRequests>, Option<String>) {
+    let main: Option<&ContainerObservation> = match pod.meta.annotations.get(annotation) {
+        Some(name) => pod.containers.iter().find(|c| &c.name == name),
+        None if pod.containers.len() == 1 => pod.containers.first(),
+        None => None,
+    };
+    let Some(c) = main else { return (None, None) };
+    let mut invalid = Vec::new();
+    let mut parse =
+        |what: &str, text: &Option<String>, f: fn(&str) -> Result<i64, quantity::QuantityError>| {
+            let text = text.as_deref()?;
+            f(text)
+                .map_err(|e| {
+                    invalid.push(format!(
+                        "Pod {}/{} container {}: {what} request {text:?}: {e}",
+                        pod.meta.namespace, pod.meta.name, c.name
+                    ))
+                })
+                .ok()
+        };
+    let requests = ContainerRequests {
+        cpu_millicores: parse("cpu", &c.requests_cpu, quantity::cpu_millicores),
+        memory_bytes: parse("memory", &c.requests_memory, quantity::memory_bytes),
+    };
+    (Some(requests), (!invalid.is_empty()).then(|| invalid.join("; ")))
+}
+
+/// The counter of each retention state emitted.
+fn retention_event(state: RetentionState) -> &'static str {
+    match state {
+        RetentionState::Unknown => "sessions_unknown",
+        RetentionState::Active => "sessions_active",
+        RetentionState::Retained => "sessions_retained",
+        RetentionState::Releasing => "sessions_releasing",
+        RetentionState::Released => "sessions_released",
+    }
+}
+
+impl Processor for Sessions {
+    type Input = SessionsInput;
+
+    fn stores(&mut self) -> Vec<&mut dyn StateStore> {
+        vec![&mut self.tracked]
+    }
+
+    fn process(
+        &mut self,
+        input: SessionsInput,
+        _meta: &RecordMeta,
+        now: StreamTime,
+        out: &mut Outputs,
+    ) -> Result<(), ProcessError> {
+        match input {
+            SessionsInput::Session(obs) => self.on_session(*obs, now, out),
+            SessionsInput::Pod(obs) => self.on_pod(*obs, now, out),
+        }
+    }
+
+    fn on_undecodable(&mut self, meta: &RecordMeta, now: StreamTime, out: &mut Outputs) {
+        // A Pod observation under a known session id did not decode: what that session's
+        // Pod is now is unknown until its next observation decodes.
+        if meta.input != 1 {
+            return;
+        }
+        let Some(id) = meta.key.as_deref().and_then(|k| std::str::from_utf8(k).ok()).map(str::to_owned)
+        else {
+            return;
+        };
+        let Some(tracked) = self.tracked.get_mut(&id) else { return };
+        tracked.seq += 1;
+        tracked.undecodable_seq = Some(tracked.seq);
+        out.count("sessions_pod_undecodable", 1);
+        self.project(&id, now, out);
+    }
+
+    // No timers. `[session-owners]` needs no forwarded time either: it reads one input, so
+    // its tasks never wait on a quiet lane, and its totals are stamped with the time each
+    // change happened here.
+    fn on_stream_time(&mut self, _now: StreamTime, _out: &mut Outputs) {}
+}
