@@ -642,6 +642,12 @@ mod tests {
                 "annotation_keys = []",
                 "cleanup.dependency_annotation",
             ),
+            // The watcher would drop it: multi-container session Pods would report no requests.
+            (
+                "\"kubefacts.io/expected-interval\", \"kubectl.kubernetes.io/default-container\"]",
+                "\"kubefacts.io/expected-interval\"]",
+                "sessions.main_container_annotation",
+            ),
             // Dependents live in every partition.
             ("globals = [\"topics.jobs\"]", "globals = []", "process.stages[0].globals"),
             ("for_ms = 900000 ", "for_ms = -1 ", "coverage.rules[0].for_ms"),

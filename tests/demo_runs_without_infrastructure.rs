@@ -88,6 +88,8 @@ fn demo_simulates_a_fleet_summarises_it_and_writes_files_fastavro_reads() {
         "cleanup decisions",
         "excluded:",
         "lease coverage (coverage-alerts.v1",
+        "session projections (session-projections.v1",
+        "retained compute per owner (retained-compute-by-owner.v1)",
     ] {
         assert!(stdout.contains(part), "no {part:?} in the summary:\n{stdout}");
     }
@@ -98,17 +100,32 @@ fn demo_simulates_a_fleet_summarises_it_and_writes_files_fastavro_reads() {
     // internal and not written.
     let outputs = assert_no_secret_in(dir.path());
     assert_eq!(
-        outputs, 18,
-        "5 input topics + job-run-facts, job-runs, cleanup-decisions and coverage-alerts, twice each"
+        outputs, 22,
+        "5 input topics + job-run-facts, job-runs, cleanup-decisions, coverage-alerts, \
+         session-projections and retained-compute-by-owner, twice each"
     );
     assert!(!dir.path().join("kubefacts.internal.journal-repartition.v1.jsonl").exists());
+    assert!(!dir.path().join("kubefacts.internal.session-owner-repartition.v1.jsonl").exists());
+    // The simulator's sessions: one in six keeps its Pod running after it completed, and its
+    // owner's total says so.
+    let retained: Vec<&str> = stdout.lines().filter(|l| l.starts_with("  RETAINED sess-")).collect();
+    assert!(!retained.is_empty(), "no retained session:\n{stdout}");
+    assert!(
+        retained.iter().all(|l| l.contains("Completed session") && l.contains("Running")),
+        "{retained:?}"
+    );
+    assert!(stdout.contains("1 foreign Pod(s) carried a session's label"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{} owner(s) hold compute in stopped sessions", retained.len())),
+        "{stdout}"
+    );
 
     // Another Avro implementation reads every container file, record for record.
     let counts = fastavro_counts(dir.path());
     let jsonl_lines =
         |topic: &str| fs::read_to_string(dir.path().join(format!("{topic}.jsonl"))).unwrap().lines().count();
     let topics = counts.as_object().unwrap();
-    assert_eq!(topics.len(), 9, "{counts}");
+    assert_eq!(topics.len(), 11, "{counts}");
     for (topic, n) in topics {
         assert_eq!(n.as_u64().unwrap() as usize, jsonl_lines(topic), "{topic}: {counts}");
         assert!(n.as_u64().unwrap() > 0, "{topic} is empty");

@@ -35,6 +35,7 @@ use crate::{
     journal::{JobRun, JobRunWindow, RunResult},
     observe::{AdmissionCounts, InputTopic, ObservationRecord, Observer, model::Source},
     runtime::driver::{MemInputs, MemTopic},
+    sessions::{OwnerRetainedCompute, RetentionState, SessionProjection},
     simulate,
     trace::{TraceEntry, TraceError},
 };
@@ -200,15 +201,18 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         run_all_in_memory(&codec, &config, &config.process.stages, &mut logs, &dead_letter, DEMO_PARTITIONS)
             .await?;
     let stage_secs = stages_started.elapsed().as_secs_f64();
-    // The journal's repartition topic is internal: counted, not written out. (Other topics
-    // a later stage reads, such as job-run-facts for `[coverage]`, are product topics.)
-    let repartition = config.topics.full(&config.topics.journal_repartition);
+    // Repartition topics are internal: counted, not written out. (Other topics a later
+    // stage reads, such as job-run-facts for `[coverage]`, are product topics.)
+    let repartitions = [
+        config.topics.full(&config.topics.journal_repartition),
+        config.topics.full(&config.topics.session_owner_repartition),
+    ];
     let mut processed = Vec::new();
     for (name, log) in &logs {
         if input_names.contains(name) || log.is_empty() {
             continue;
         }
-        let internal = *name == repartition;
+        let internal = repartitions.contains(name);
         if !internal {
             write_jsonl(&codec, log, &args.output).await?;
             write_container(&codec, log, &args.output).await?;
@@ -225,6 +229,10 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let mut alerts: Vec<CoverageAlert> =
         decode_all(&codec, logs.get(&config.topics.full(&config.topics.coverage_alerts))).await?;
     alerts.sort_by(|a, b| (a.stream_time, &a.subject).cmp(&(b.stream_time, &b.subject)));
+    let projections: Vec<SessionProjection> =
+        decode_all(&codec, logs.get(&config.topics.full(&config.topics.session_projections))).await?;
+    let totals: Vec<OwnerRetainedCompute> =
+        decode_all(&codec, logs.get(&config.topics.full(&config.topics.retained_by_owner))).await?;
     for (_, mut w) in jsonl {
         w.flush()?;
     }
@@ -248,7 +256,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     print_runs(&runs, &windows);
     print_decisions(&config, &decisions);
     print_coverage(&alerts);
-    println!("(session projections join this demo when they land)");
+    print_sessions(&projections, &totals);
     println!(
         "\nfinished in {:.2} s ({observe_secs:.2} s observing, encoding and decoding; {stage_secs:.2} s in the processors)",
         started.elapsed().as_secs_f64()
@@ -575,6 +583,69 @@ fn print_coverage(alerts: &[CoverageAlert]) {
             "  {} CronJobs were overdue only while the manager was stopped: MANAGER_STOPPED, never fired (e.g. {})",
             excused.len(),
             examples.join(", ")
+        );
+    }
+}
+
+/// Session projections: the latest projection of each session by retention state, the
+/// sessions that still hold compute, and what each owner's stopped sessions hold.
+fn print_sessions(projections: &[SessionProjection], totals: &[OwnerRetainedCompute]) {
+    // Highest revision per key (records of one key are in revision order).
+    let mut latest: BTreeMap<&str, &SessionProjection> = BTreeMap::new();
+    for p in projections {
+        latest.insert(&p.session_id, p);
+    }
+    let mut by_state: BTreeMap<RetentionState, usize> = BTreeMap::new();
+    for p in latest.values() {
+        *by_state.entry(p.retention_state).or_default() += 1;
+    }
+    let counts: Vec<String> = by_state.iter().map(|(s, n)| format!("{n} {}", s.as_str())).collect();
+    let foreign: i64 = latest.values().map(|p| p.foreign_pods_seen).sum();
+    println!(
+        "\nsession projections (session-projections.v1, docs/SESSIONS.md): {} sessions ({}); {} projections; {foreign} foreign Pod(s) carried a session's label and supplied nothing",
+        latest.len(),
+        if counts.is_empty() { "none".to_owned() } else { counts.join(", ") },
+        projections.len(),
+    );
+    let requests = |cpu: Option<i64>, mem: Option<i64>| {
+        let cpu = cpu.map_or("cpu not set".to_owned(), |m| format!("{m}m cpu"));
+        let mem = mem.map_or("memory not set".to_owned(), |b| format!("{} MiB", b >> 20));
+        format!("{cpu}, {mem}")
+    };
+    let retained: Vec<&&SessionProjection> =
+        latest.values().filter(|p| p.retention_state == RetentionState::Retained).collect();
+    for p in retained.iter().take(8) {
+        let pod = p.pod.as_ref().map_or(String::new(), |i| format!("{}/{}", i.namespace, i.name));
+        println!(
+            "  RETAINED {:<22} owner {:<12} {:?} session, Pod {pod} {:?}: {}",
+            p.session_id,
+            p.owner,
+            p.session_state,
+            p.pod_phase.unwrap_or_default(),
+            requests(p.main_container_requests.cpu_millicores, p.main_container_requests.memory_bytes),
+        );
+    }
+    if retained.len() > 8 {
+        println!("  … and {} more RETAINED", retained.len() - 8);
+    }
+    let mut owners: BTreeMap<&str, &OwnerRetainedCompute> = BTreeMap::new();
+    for t in totals {
+        owners.insert(&t.owner, t);
+    }
+    let holding: Vec<&&OwnerRetainedCompute> = owners.values().filter(|t| t.retained_sessions > 0).collect();
+    println!(
+        "retained compute per owner (retained-compute-by-owner.v1): {} owner(s) hold compute in stopped sessions",
+        holding.len()
+    );
+    for t in holding {
+        let unset = t.sessions_without_cpu_request.max(t.sessions_without_memory_request);
+        println!(
+            "  {:<14} {} session(s): {}m cpu, {} MiB{}",
+            t.owner,
+            t.retained_sessions,
+            t.cpu_millicores,
+            t.memory_bytes >> 20,
+            if unset > 0 { format!(" (at least: {unset} without a request)") } else { String::new() },
         );
     }
 }

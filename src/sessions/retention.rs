@@ -23,6 +23,19 @@ pub enum RetentionState {
     Released,
 }
 
+impl RetentionState {
+    /// The Avro symbol.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "UNKNOWN",
+            Self::Active => "ACTIVE",
+            Self::Retained => "RETAINED",
+            Self::Releasing => "RELEASING",
+            Self::Released => "RELEASED",
+        }
+    }
+}
+
 /// Whether the host application is done with the session.
 pub fn is_terminal(session: SessionState) -> bool {
     matches!(session, SessionState::Completed | SessionState::Failed | SessionState::Cancelled)
