@@ -93,23 +93,28 @@ pub fn retention(session: SessionState, pod: PodEvidence) -> RetentionState {
     }
 }
 
+/// Every session state (for exhaustive tests).
+#[cfg(test)]
+pub(crate) const SESSION_STATES: [SessionState; 9] = [
+    SessionState::Unknown,
+    SessionState::Created,
+    SessionState::Starting,
+    SessionState::Running,
+    SessionState::WaitingForInput,
+    SessionState::Idle,
+    SessionState::Completed,
+    SessionState::Failed,
+    SessionState::Cancelled,
+];
+
+/// Every Pod phase (for exhaustive tests).
+#[cfg(test)]
+pub(crate) const PHASES: [PodPhase; 5] =
+    [PodPhase::Pending, PodPhase::Running, PodPhase::Succeeded, PodPhase::Failed, PodPhase::Unknown];
+
 #[cfg(test)]
 mod tests {
     use super::{PodEvidence as E, RetentionState as R, *};
-
-    const SESSION_STATES: [SessionState; 9] = [
-        SessionState::Unknown,
-        SessionState::Created,
-        SessionState::Starting,
-        SessionState::Running,
-        SessionState::WaitingForInput,
-        SessionState::Idle,
-        SessionState::Completed,
-        SessionState::Failed,
-        SessionState::Cancelled,
-    ];
-    const PHASES: [PodPhase; 5] =
-        [PodPhase::Pending, PodPhase::Running, PodPhase::Succeeded, PodPhase::Failed, PodPhase::Unknown];
 
     /// Every observation kind the table distinguishes, with every phase × deletion for a
     /// present Pod.

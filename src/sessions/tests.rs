@@ -7,7 +7,7 @@ use super::{
     model::{ContainerRequests, OwnerRetainedCompute, SessionProjection, SessionRetained},
     owners::SessionOwners,
     project::{DEFAULT_CONTAINER_ANNOTATION, Sessions, SessionsConfig},
-    retention::RetentionState as R,
+    retention::{PHASES, RetentionState as R, SESSION_STATES},
 };
 use crate::{
     codec::{Codec, Framing, RecordWriter},
@@ -30,20 +30,6 @@ fn single_object_writer(codec: &Codec, name: &str) -> Result<RecordWriter, crate
 const LABEL: &str = "kubefacts.io/session";
 const T0: i64 = 1_790_000_000_000;
 const GIB: i64 = 1 << 30;
-
-const SESSION_STATES: [SessionState; 9] = [
-    SessionState::Unknown,
-    SessionState::Created,
-    SessionState::Starting,
-    SessionState::Running,
-    SessionState::WaitingForInput,
-    SessionState::Idle,
-    SessionState::Completed,
-    SessionState::Failed,
-    SessionState::Cancelled,
-];
-const PHASES: [PodPhase; 5] =
-    [PodPhase::Pending, PodPhase::Running, PodPhase::Succeeded, PodPhase::Failed, PodPhase::Unknown];
 
 fn source(epoch: i64) -> Source {
     Source { cluster: "c".into(), instance: "w".into(), epoch }
