@@ -49,16 +49,20 @@ pub struct SessionEventArgs {
     /// `deleted` (the session is gone; the record carries its last state).
     #[arg(long, default_value = "applied")]
     pub event: String,
-    /// When the host application observed it (RFC 3339, e.g. 2026-11-29T10:00:00Z);
-    /// also the session's `updated_at`. Default: now.
+    /// When the host application observed it (RFC 3339, e.g. 2026-11-29T10:00:00Z).
+    /// Default: now.
     #[arg(long)]
     pub observed_at: Option<String>,
+    /// When the session changed to this state (RFC 3339): `[sessions]` ignores an update
+    /// older than the one it holds. Default: `observed_at`.
+    #[arg(long)]
+    pub updated_at: Option<String>,
     /// Events to publish, one JSON object per line with the flags' names in snake_case
     /// (docs/SESSIONS_INPUT.md); `-` reads standard input. Instead of the event flags.
     #[arg(
         long,
         value_name = "FILE",
-        conflicts_with_all = ["session_id", "state", "owner", "pod_namespace", "pod_name", "pod_uid", "observed_at"]
+        conflicts_with_all = ["session_id", "state", "owner", "pod_namespace", "pod_name", "pod_uid", "observed_at", "updated_at"]
     )]
     pub from_file: Option<PathBuf>,
     /// The producer id written into `source.instance` (a line of `--from-file` may
@@ -96,6 +100,8 @@ struct EventInput {
     event: Option<String>,
     #[serde(default)]
     observed_at: Option<String>,
+    #[serde(default)]
+    updated_at: Option<String>,
     #[serde(default)]
     instance: Option<String>,
     #[serde(default)]
@@ -152,15 +158,16 @@ impl EventInput {
         }
         let state = parse_state(&self.state)?;
         let event = parse_event(self.event.as_deref().unwrap_or("applied"))?;
+        let time = |field: &'static str, t: &str| {
+            t.trim().parse::<jiff::Timestamp>().map(|t| t.as_millisecond()).map_err(|e| {
+                field_error(field, format!("{t:?} is not an RFC 3339 time (2026-11-29T10:00:00Z): {e}"))
+            })
+        };
         let observed_at = match &self.observed_at {
             None => now_ms,
-            Some(t) => t.trim().parse::<jiff::Timestamp>().map(|t| t.as_millisecond()).map_err(|e| {
-                field_error(
-                    "observed_at",
-                    format!("{t:?} is not an RFC 3339 time (2026-11-29T10:00:00Z): {e}"),
-                )
-            })?,
+            Some(t) => time("observed_at", t)?,
         };
+        let updated_at_ms = self.updated_at.as_deref().map(|t| time("updated_at", t)).transpose()?;
         let instance = self.instance.as_deref().unwrap_or(instance);
         if instance.trim().is_empty() {
             return Err(field_error("instance", "must not be empty"));
@@ -174,7 +181,7 @@ impl EventInput {
                 uid: self.pod_uid.clone(),
             },
             owner: self.owner.clone(),
-            updated_at_ms: None,
+            updated_at_ms,
         };
         // The id is checked above, so what the minimizer rejects is the Pod UID.
         let session = session(&record, observed_at).map_err(|e| field_error("pod_uid", e.to_string()))?;
@@ -246,6 +253,7 @@ fn from_flags(args: &SessionEventArgs, cluster: &str, now_ms: i64) -> anyhow::Re
         pod_uid: args.pod_uid.clone(),
         event: Some(args.event.clone()),
         observed_at: args.observed_at.clone(),
+        updated_at: args.updated_at.clone(),
         instance: None,
         epoch: None,
     };

@@ -95,7 +95,7 @@ impl Processor for SessionOwners {
         &mut self,
         OwnersInput(record): OwnersInput,
         meta: &RecordMeta,
-        now: StreamTime,
+        _now: StreamTime,
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
         // The key is the owner whose total this record changes; the record's own owner
@@ -132,7 +132,9 @@ impl Processor for SessionOwners {
             }
         }
         total.revision += 1;
-        total.stream_time = now;
+        // When the change happened in `[sessions]`: our own stream time depends on how the
+        // upstream tasks' records interleave in the repartition topic.
+        total.stream_time = record.stream_time;
         match out.emit(0, owner.as_bytes().to_vec(), &total) {
             Ok(()) => out.count("session_owners_totals", 1),
             Err(_) => out.count("session_owners_encode_failed", 1),

@@ -493,7 +493,7 @@ impl Processor for Sessions {
     }
 
     // No timers. `[session-owners]` needs no forwarded time either: it reads one input, so
-    // its tasks never wait on a quiet lane, and its totals are stamped with the time each
-    // change happened here.
+    // its tasks never wait on a quiet lane, and it stamps totals with the stream time each
+    // change had here (`SessionRetained::stream_time`), not its own.
     fn on_stream_time(&mut self, _now: StreamTime, _out: &mut Outputs) {}
 }

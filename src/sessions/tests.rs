@@ -605,6 +605,10 @@ async fn owner_totals_follow_their_sessions() {
         ]
     );
     assert_eq!(by_owner["b"], [("b".into(), 1, 1, 0, GIB, 1)]);
+    assert!(
+        totals.iter().all(|t| t.stream_time == T0),
+        "stamped with [sessions]' time, not ours: {totals:?}"
+    );
 }
 
 #[tokio::test]

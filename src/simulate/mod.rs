@@ -343,6 +343,8 @@ struct SessionState0 {
     owner: String,
     pod: Option<u64>,
     pod_name: String,
+    /// `updated_at` of its latest line: a host application's changes never go backwards.
+    updated_ms: i64,
 }
 
 /// What happens next, and to whom.
@@ -1309,6 +1311,9 @@ impl Sim {
         with_uid: bool,
         out: &mut VecDeque<TraceEntry>,
     ) {
+        // A little before it is published, and after the previous change.
+        let updated_ms = (self.now - self.rng.range(50, 400)).max(self.sessions[i].updated_ms + 1);
+        self.sessions[i].updated_ms = updated_ms;
         let s = &self.sessions[i];
         let uid = if with_uid { s.pod.and_then(|p| self.pods.get(&p)).map(|p| p.uid.clone()) } else { None };
         let record = SessionRecord {
@@ -1316,7 +1321,7 @@ impl Sim {
             state,
             pod: SessionPod { namespace: SESSION_NAMESPACE.to_owned(), name: s.pod_name.clone(), uid },
             owner: s.owner.clone(),
-            updated_at_ms: Some(self.now - self.rng.range(50, 400)),
+            updated_at_ms: Some(updated_ms),
         };
         self.stats.session_updates += 1;
         // The host application publishes to Kafka directly: the watcher's gaps do not hide it.
@@ -1337,6 +1342,7 @@ impl Sim {
                     owner,
                     pod: None,
                     pod_name: pod_name.clone(),
+                    updated_ms: i64::MIN,
                 });
                 debug_assert_eq!(self.sessions.len(), i + 1);
                 let requests = (*self.rng.pick(&[250, 500, 1000, 0]), *self.rng.pick(&[512, 1024, 2048]));

@@ -197,3 +197,24 @@ fn simulate_small_trace_plays_the_coverage_scenario() {
     assert_ne!(next.holder_identity, last.holder_identity);
     assert_eq!(next.lease_transitions, last.lease_transitions.map(|t| t + 1));
 }
+
+#[test]
+fn a_sessions_changes_never_go_back_in_time() {
+    // `[sessions]` drops an update older than the one it holds (two writers raced); the
+    // simulated host application must not look like a race.
+    let (entries, stats) = run("small", 6, 1);
+    let mut last: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
+    let mut lines = 0;
+    for e in &entries {
+        if let crate::trace::TraceEvent::Session(s) = &e.event {
+            let at = s.updated_at_ms.expect("the simulator writes updated_at");
+            assert!(at <= e.observed_at_ms, "{s:?} changed after it was published");
+            if let Some(before) = last.insert(s.session_id.clone(), at) {
+                assert!(at > before, "{}: updated_at {at} after {before}", s.session_id);
+            }
+            lines += 1;
+        }
+    }
+    assert_eq!(lines, stats.session_updates, "every session line checked");
+    assert!(lines > 20, "{lines}");
+}
