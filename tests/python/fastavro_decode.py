@@ -3,6 +3,7 @@
 
 Usage:
   fastavro_decode.py --framing confluent --registry URL
+  fastavro_decode.py --framing confluent --schema FILE.avsc
   fastavro_decode.py --framing single-object --schema FILE.avsc
 
 Reads one hex-encoded Kafka record value per line on stdin and prints one JSON line per value:
@@ -11,7 +12,9 @@ Reads one hex-encoded Kafka record value per line on stdin and prints one JSON l
 
 Confluent framing: magic byte 0, big-endian 4-byte schema id, Avro binary datum. The writer
 schema is fetched from the registry by this script (GET {URL}/schemas/ids/{id}, cached), URL
-being the Confluent-compatible base, e.g. http://127.0.0.1:PORT/apis/ccompat/v7.
+being the Confluent-compatible base, e.g. http://127.0.0.1:PORT/apis/ccompat/v7. With
+--schema instead of --registry, the magic byte and schema id are stripped and the datum is
+decoded with that schema file (the repository's .avsc, not what the writer registered).
 
 Single-object encoding: C3 01, the schema's CRC-64-AVRO fingerprint as 8 little-endian bytes,
 Avro binary datum. The fingerprint is recomputed here by fastavro from --schema's parsing
@@ -150,6 +153,16 @@ class RegistrySchemas:
         return parsed
 
 
+class FileSchema:
+    """The writer schema from --schema for every schema id (confluent framing)."""
+
+    def __init__(self, parsed: Any):
+        self.parsed = parsed
+
+    def get(self, schema_id: int) -> Any:
+        return self.parsed
+
+
 def decode_confluent(raw: bytes, registry: RegistrySchemas) -> dict:
     if len(raw) < 5:
         raise DecodeError(f"value is {len(raw)} bytes, shorter than the 5-byte Confluent header")
@@ -182,16 +195,24 @@ def main() -> int:
     source.add_argument("--schema", help="writer schema file, .avsc JSON (single-object framing)")
     args = parser.parse_args()
 
-    if args.framing == "confluent" and not args.registry:
-        parser.error("--framing confluent takes the writer schema from the registry: pass --registry URL")
+    if args.framing == "confluent" and not (args.registry or args.schema):
+        parser.error("--framing confluent takes the writer schema from the registry or a file: pass --registry URL or --schema FILE")
     if args.framing == "single-object" and not args.schema:
         parser.error("--framing single-object needs the writer schema: pass --schema FILE")
 
     registry = None
     parsed = None
     expected_fp = ""
-    if args.framing == "confluent":
+    if args.framing == "confluent" and args.registry:
         registry = RegistrySchemas(args.registry)
+    elif args.framing == "confluent":
+        try:
+            with open(args.schema, encoding="utf-8") as f:
+                parsed = parse_for_decoding(json.load(f))
+        except Exception as e:
+            print(f"fastavro_decode: cannot use schema {args.schema}: {e}", file=sys.stderr)
+            return 2
+        registry = FileSchema(parsed)
     else:
         try:
             with open(args.schema, encoding="utf-8") as f:
