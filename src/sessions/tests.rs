@@ -634,3 +634,38 @@ async fn the_owner_stage_sums_what_the_sessions_stage_says_is_retained() {
         (1, 250, GIB)
     );
 }
+
+#[test]
+fn a_session_state_added_by_a_newer_writer_reads_as_unknown() {
+    use apache_avro::{Schema, types::Value};
+    // A newer host application's schema: one more state at the end of the enum.
+    let current =
+        crate::codec::SchemaSet::embedded().unwrap().current(SessionObservation::FULL_NAME).unwrap();
+    let text = include_str!("../../schemas/session-observation.avsc");
+    let newer_text = text.replacen("\"CANCELLED\"\n", "\"CANCELLED\",\n                  \"PAUSED\"\n", 1);
+    assert_ne!(newer_text, text, "the enum's last symbol moved: update this test");
+    let newer = Schema::parse_str(&newer_text).unwrap();
+    let obs = SessionObservation {
+        source: source(0),
+        observed_at: T0,
+        event: ObservationEvent::Applied,
+        session: Some(session("s", SessionState::Cancelled, None, "o", T0)),
+    };
+    // The same record, with the state the reader does not know.
+    fn paused(v: Value) -> Value {
+        match v {
+            Value::Enum(_, s) if s == "CANCELLED" => Value::Enum(9, "PAUSED".into()),
+            Value::Record(fields) => Value::Record(fields.into_iter().map(|(k, v)| (k, paused(v))).collect()),
+            Value::Union(i, v) => Value::Union(i, Box::new(paused(*v))),
+            other => other,
+        }
+    }
+    let value = paused(apache_avro::to_value(&obs).unwrap().resolve(&newer).unwrap());
+    let datum = apache_avro::to_avro_datum(&newer, value).unwrap();
+    let read = crate::codec::read_datum(SessionObservation::FULL_NAME, &newer, Some(&current.schema), &datum)
+        .unwrap();
+    let back: SessionObservation = apache_avro::from_value(&read).unwrap();
+    let state = back.session.unwrap().state;
+    assert_eq!(state, SessionState::Unknown, "the enum's default");
+    assert_eq!(super::retention::retention(state, super::retention::PodEvidence::Gone), R::Unknown);
+}
