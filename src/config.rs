@@ -427,6 +427,12 @@ impl PipelineConfig {
         self.validate_coverage(&invalid)?;
         // The watcher would drop the annotation: no session Pod would have a main container
         // beyond single-container Pods, silently.
+        if self.sessions.forget_released_after_ms < 0 || self.sessions.sweep_interval_ms <= 0 {
+            return Err(invalid(
+                "sessions",
+                "forget_released_after_ms must not be negative and sweep_interval_ms must be positive".into(),
+            ));
+        }
         let annotation = &self.sessions.main_container_annotation;
         if !annotation.is_empty() && !self.minimize.annotation_keys.contains(annotation) {
             return Err(invalid(
@@ -652,6 +658,7 @@ mod tests {
             ("globals = [\"topics.jobs\"]", "globals = []", "process.stages[0].globals"),
             ("for_ms = 900000 ", "for_ms = -1 ", "coverage.rules[0].for_ms"),
             ("evaluate_interval_ms = 10000", "evaluate_interval_ms = 0", "coverage"),
+            ("sweep_interval_ms = 300000", "sweep_interval_ms = 0", "sessions"),
             (
                 "manager_lease = \"kube-system/kube-controller-manager\"",
                 "manager_lease = \"kube-system/other\"",

@@ -43,11 +43,21 @@ pub struct SessionsConfig {
     /// verified main container, so its requests are absent. Must be listed in
     /// `[minimize].annotation_keys`.
     pub main_container_annotation: String,
+    /// A session RELEASED for this long (stream time) is forgotten: its projection gets a
+    /// tombstone and its state is dropped, so sessions a host application never deletes do
+    /// not accumulate, in milliseconds; 0 keeps them until deleted.
+    pub forget_released_after_ms: i64,
+    /// Stream time between two sweeps for released sessions to forget, in milliseconds.
+    pub sweep_interval_ms: i64,
 }
 
 impl Default for SessionsConfig {
     fn default() -> Self {
-        Self { main_container_annotation: DEFAULT_CONTAINER_ANNOTATION.into() }
+        Self {
+            main_container_annotation: DEFAULT_CONTAINER_ANNOTATION.into(),
+            forget_released_after_ms: 7 * 24 * 3_600_000,
+            sweep_interval_ms: 5 * 60_000,
+        }
     }
 }
 
@@ -90,6 +100,8 @@ pub struct Tracked {
     pub emitted: Option<SessionProjection>,
     /// The latest retained compute sent to the owner's total.
     pub contributed: Option<SessionRetained>,
+    /// Stream time at which its emitted projection became RELEASED (`None` while not).
+    pub released_at: Option<i64>,
 }
 
 /// `[sessions]`'s inputs, in order: `sessions.v1`, `pods.v1` (co-partitioned).
@@ -116,6 +128,8 @@ pub struct Sessions {
     cfg: SessionsConfig,
     session_label: String,
     tracked: KvStore<String, Tracked>,
+    /// The last sweep (stream time / sweep interval).
+    sweeps: KvStore<(), i64>,
 }
 
 /// Port of `session-projections.v1`.
@@ -143,7 +157,12 @@ impl Sessions {
     /// A processor with these settings; Pods carrying `session_label` belong to the session
     /// it names (`[minimize].session_label`).
     pub fn new(cfg: SessionsConfig, session_label: impl Into<String>) -> Self {
-        Self { cfg, session_label: session_label.into(), tracked: KvStore::new("sessions") }
+        Self {
+            cfg,
+            session_label: session_label.into(),
+            tracked: KvStore::new("sessions"),
+            sweeps: KvStore::new("sweeps"),
+        }
     }
 
     /// What is kept per session id (for tests and the demo).
@@ -296,6 +315,12 @@ impl Sessions {
                             projection.revision = 0;
                             projection.stream_time = 0;
                             out.count(retention_event(projection.retention_state), 1);
+                            let released = projection.retention_state == RetentionState::Released;
+                            tracked.released_at = match (released, tracked.released_at) {
+                                (true, Some(at)) => Some(at),
+                                (true, None) => Some(now),
+                                (false, _) => None,
+                            };
                             tracked.emitted = Some(projection.clone());
                         }
                         // Not recorded as emitted: the next change tries again.
@@ -319,6 +344,7 @@ impl Sessions {
                 if tracked.emitted.take().is_some() {
                     out.tombstone(PROJECTIONS, id.as_bytes().to_vec());
                 }
+                tracked.released_at = None;
                 self.contribute(&mut tracked, None, now, out);
             }
         }
@@ -459,7 +485,7 @@ impl Processor for Sessions {
     type Input = SessionsInput;
 
     fn stores(&mut self) -> Vec<&mut dyn StateStore> {
-        vec![&mut self.tracked]
+        vec![&mut self.tracked, &mut self.sweeps]
     }
 
     fn process(
@@ -492,8 +518,35 @@ impl Processor for Sessions {
         self.project(&id, now, out);
     }
 
-    // No timers. `[session-owners]` needs no forwarded time either: it reads one input, so
-    // its tasks never wait on a quiet lane, and it stamps totals with the stream time each
-    // change had here (`SessionRetained::stream_time`), not its own.
-    fn on_stream_time(&mut self, _now: StreamTime, _out: &mut Outputs) {}
+    // The only timer is the sweep. `[session-owners]` needs no forwarded time: it reads one
+    // input, so its tasks never wait on a quiet lane, and it stamps totals with the stream
+    // time each change had here (`SessionRetained::stream_time`), not its own.
+    fn on_stream_time(&mut self, now: StreamTime, out: &mut Outputs) {
+        let keep_ms = self.cfg.forget_released_after_ms;
+        if keep_ms <= 0 {
+            return;
+        }
+        let sweep = now.div_euclid(self.cfg.sweep_interval_ms.max(1));
+        match self.sweeps.get(&()).copied() {
+            Some(last) if last >= sweep => return,
+            // None before the first interval ends: a task's first record is no boundary.
+            None => {
+                self.sweeps.put((), sweep);
+                return;
+            }
+            Some(_) => self.sweeps.put((), sweep),
+        }
+        let forget: Vec<String> = self
+            .tracked
+            .iter()
+            .filter(|(_, t)| t.released_at.is_some_and(|at| at <= now.saturating_sub(keep_ms)))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in forget {
+            // RELEASED holds nothing, so no owner total changes.
+            self.tracked.delete(&id);
+            out.tombstone(PROJECTIONS, id.into_bytes());
+            out.count("sessions_forgotten", 1);
+        }
+    }
 }

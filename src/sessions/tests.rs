@@ -98,6 +98,8 @@ enum In {
     /// A snapshot marker (SNAPSHOT_BEGIN or SNAPSHOT_END) of this epoch on every Pods
     /// partition.
     Marker(ObservationEvent, i64),
+    /// A heartbeat on every Pods partition at this time.
+    Heartbeat(i64),
 }
 
 struct Ran {
@@ -149,6 +151,7 @@ async fn run_sessions_with(inputs: Vec<In>, cfg: SessionsConfig) -> Ran {
             In::Garbage(key) => {
                 pods.produce(Some(key.as_bytes()), Some(b"\xc3\x01not avro".to_vec()), at, false)
             }
+            In::Heartbeat(ms) => pods.produce(None, None, ms, true),
             In::Marker(event, epoch) => {
                 let obs = PodObservation { source: source(epoch), observed_at: at, event, pod: None };
                 pods.produce(None, Some(pods_w.encode(&obs).unwrap()), at, false);
@@ -668,4 +671,47 @@ fn a_session_state_added_by_a_newer_writer_reads_as_unknown() {
     let state = back.session.unwrap().state;
     assert_eq!(state, SessionState::Unknown, "the enum's default");
     assert_eq!(super::retention::retention(state, super::retention::PodEvidence::Gone), R::Unknown);
+}
+
+#[tokio::test]
+async fn a_session_released_long_enough_is_forgotten_and_a_retained_one_is_kept() {
+    let applied = ObservationEvent::Applied;
+    let day = 24 * 3_600_000;
+    let pod =
+        |id: &str, n| session_pod(id, "agents", &format!("agent-{id}"), &uid(n), PodPhase::Running, false);
+    let cfg = SessionsConfig { forget_released_after_ms: day, ..SessionsConfig::default() };
+    let inputs = |until: i64| {
+        vec![
+            In::Session(applied, session("done", SessionState::Completed, None, "o", T0)),
+            In::Session(applied, session("held", SessionState::Completed, None, "o", T0)),
+            In::Pod(applied, 1, pod("done", 1)),
+            In::Pod(ObservationEvent::Deleted, 1, pod("done", 1)),
+            In::Pod(applied, 1, pod("held", 2)),
+            In::Heartbeat(T0 + until),
+        ]
+    };
+    let before = run_sessions_with(inputs(day - 10 * 60_000), cfg.clone()).await;
+    assert_eq!(before.latest().len(), 2, "not yet: {:?}", before.tombstoned);
+    let after = run_sessions_with(inputs(day + 10 * 60_000), cfg.clone()).await;
+    let latest = after.latest();
+    assert_eq!(latest.keys().collect::<Vec<_>>(), ["held"], "tombstoned: {:?}", after.tombstoned);
+    assert_eq!(after.tombstoned, ["done"]);
+    let state: usize = after
+        .run
+        .changelogs
+        .iter()
+        .filter(|c| c.name.ends_with("-sessions-changelog"))
+        .map(|c| {
+            // The latest changelog record per key: a tombstone means the key is gone.
+            let mut keys = BTreeMap::new();
+            for r in c.partitions.iter().flatten() {
+                keys.insert(r.key.clone(), r.value.is_some());
+            }
+            keys.values().filter(|present| **present).count()
+        })
+        .sum();
+    assert_eq!(state, 1, "only the retained session is kept");
+    let never =
+        run_sessions_with(inputs(30 * day), SessionsConfig { forget_released_after_ms: 0, ..cfg }).await;
+    assert_eq!(never.latest().len(), 2, "0 keeps them");
 }
