@@ -664,7 +664,9 @@ fn a_session_state_added_by_a_newer_writer_reads_as_unknown() {
         }
     }
     let value = paused(apache_avro::to_value(&obs).unwrap().resolve(&newer).unwrap());
-    let datum = apache_avro::to_avro_datum(&newer, value).unwrap();
+    let mut datum = Vec::new();
+    let writer = apache_avro::writer::datum::GenericDatumWriter::builder(&newer).build().unwrap();
+    writer.write_value_ref(&mut datum, &value).unwrap();
     let read = crate::codec::read_datum(SessionObservation::FULL_NAME, &newer, Some(&current.schema), &datum)
         .unwrap();
     let back: SessionObservation = apache_avro::from_value(&read).unwrap();
