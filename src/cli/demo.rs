@@ -388,9 +388,10 @@ fn print_processors(
         stages.join(" → "),
         thousands(rate as u64)
     );
+    let width = processed.iter().map(|(t, ..)| t.len()).max().unwrap_or(0);
     for (topic, n, internal) in processed {
         println!(
-            "  {topic:<42} {n:>8} records{}",
+            "  {topic:<width$} {n:>8} records{}",
             if *internal { " (internal: not written out)" } else { "" }
         );
     }
