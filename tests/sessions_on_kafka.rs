@@ -225,8 +225,7 @@ async fn session_projections_on_kafka_equal_the_in_memory_replay() {
     }
 
     // Sessions as a host application publishes them, then the rest as the watcher would.
-    let sev = kubefacts(&[
-        "session-event",
+    let common = [
         "--create-topics",
         "--partitions",
         PARTITIONS,
@@ -236,24 +235,11 @@ async fn session_projections_on_kafka_equal_the_in_memory_replay() {
         &infra.registry,
         "--config",
         config_arg,
-        "--from-file",
-        sessions_file.to_str().unwrap(),
-    ]);
+    ];
+    let (sessions_arg, kept_arg) = (sessions_file.to_str().unwrap(), kept.to_str().unwrap());
+    let sev = kubefacts(&[&["session-event"][..], &common, &["--from-file", sessions_arg]].concat());
     assert_eq!(sev.lines().filter(|l| l.starts_with("session-event: ")).count(), session_lines, "{sev}");
-    kubefacts(&[
-        "publish",
-        "--create-topics",
-        "--partitions",
-        PARTITIONS,
-        "--bootstrap",
-        &infra.bootstrap,
-        "--registry",
-        &infra.registry,
-        "--config",
-        config_arg,
-        "--input",
-        kept.to_str().unwrap(),
-    ]);
+    kubefacts(&[&["publish"][..], &common, &["--input", kept_arg]].concat());
 
     let log = dir.path().join("process.log");
     let process = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
