@@ -82,6 +82,80 @@ pub fn alertmanager() -> Alertmanager {
     am
 }
 
+/// Prometheus and promtool from Debian's `prometheus`, which `scripts/infra/up.sh` installs
+/// but does not start: each test starts a private instance with its own config.
+#[derive(Debug, Clone)]
+pub struct Prometheus {
+    /// The `prometheus` executable.
+    pub bin: PathBuf,
+    /// The `promtool` executable (same package).
+    pub promtool: PathBuf,
+}
+
+/// Where Prometheus and promtool are; panics with instructions when they are not there.
+pub fn prometheus() -> Prometheus {
+    let var = |name: &str| {
+        let path = PathBuf::from(std::env::var(name).unwrap_or_else(|_| {
+            panic!(
+                "{name} is not set: this test needs the real Prometheus and promtool (Debian's \
+                 prometheus package). Run ./scripts/test.sh (it installs them), or \
+                 scripts/infra/up.sh && source .cache/run/env before cargo test."
+            )
+        }));
+        assert!(path.is_file(), "{name}={} is not a file (run scripts/infra/up.sh again)", path.display());
+        path
+    };
+    Prometheus { bin: var("KUBEFACTS_TEST_PROMETHEUS_BIN"), promtool: var("KUBEFACTS_TEST_PROMTOOL_BIN") }
+}
+
+/// A private Prometheus started by [`Prometheus::start`]; killed when dropped.
+pub struct RunningPrometheus {
+    /// Base URL, `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// The process.
+    pub child: KillOnDrop,
+}
+
+impl Prometheus {
+    /// Starts Prometheus on a free loopback port with `config` (the text of a prometheus.yml)
+    /// written to `<dir>/prometheus.yml`, its TSDB in `<dir>/prometheus-data` and its log in
+    /// `<dir>/prometheus.log`, and waits (up to 30 s) until it is ready.
+    pub async fn start(&self, dir: &std::path::Path, config: &str) -> RunningPrometheus {
+        let config_file = dir.join("prometheus.yml");
+        std::fs::write(&config_file, config).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new(&self.bin)
+            .arg(format!("--config.file={}", config_file.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("prometheus-data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
+        let mut child = KillOnDrop(child);
+        let url = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().unwrap();
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("prometheus exited with {status} before it was ready\n{}", logs_in(dir));
+            }
+            let ready = http.get(format!("{url}/-/ready")).send().await;
+            if ready.is_ok_and(|r| r.status().is_success()) {
+                return RunningPrometheus { url, child };
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "prometheus not ready in 30 s\n{}",
+                logs_in(dir)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
 /// A topic name no other test (or earlier run) uses.
 pub fn unique_name(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
