@@ -51,7 +51,12 @@ use tokio::{
     task::JoinSet,
 };
 
-use crate::{observe::admission::Step, runtime::kafka::RuntimeStats, trace::KubeObject, watch::WatchStats};
+use crate::{
+    observe::admission::Step,
+    runtime::kafka::{RuntimeStats, TaskGauges},
+    trace::KubeObject,
+    watch::WatchStats,
+};
 
 /// The `Content-Type` of a scrape: the OpenMetrics text format, which is what
 /// `prometheus-client` writes (`# UNIT`, `# EOF`, counter families without `_total`).
@@ -166,45 +171,97 @@ fn load(a: &AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
 }
 
-/// Where a metric's value lives in [`RuntimeStats`].
-type Field = fn(&RuntimeStats) -> &AtomicU64;
+/// Wall-clock now, epoch milliseconds.
+fn now_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Describes one counter family labelled `stage` and `label`, with a series per stage and
+/// key of the map `counts` reads.
+fn labelled(
+    e: &mut DescriptorEncoder,
+    stages: &[Stage],
+    name: &str,
+    help: &str,
+    label: &str,
+    counts: impl Fn(&RuntimeStats) -> BTreeMap<String, u64>,
+) -> fmt::Result {
+    let mut family = e.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for s in stages {
+        for (value, n) in counts(&s.stats) {
+            let labels = [("stage", s.name.as_str()), (label, value.as_str())];
+            ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    Ok(())
+}
 
 impl Collector for StageCollector {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), fmt::Error> {
         let stages = self.stages.read().unwrap_or_else(PoisonError::into_inner);
         let records = Unit::Other("records".to_owned());
-        let counters: [(&str, &str, Option<&Unit>, Field); 4] = [
-            ("records_in", "Input records consumed and processed, heartbeats included.", None, |s| {
-                &s.records_in
-            }),
-            ("records_out", "Output records produced, forwarded heartbeats included.", None, |s| {
-                &s.records_out
-            }),
-            ("dead_letters", "Input records dead-lettered instead of processed.", None, |s| &s.dead_lettered),
-            ("restored", "Changelog records applied while restoring state stores.", Some(&records), |s| {
-                &s.restored
-            }),
-        ];
-        for (name, help, unit, field) in counters {
-            family(&mut e, &stages, name, help, unit, |s| ConstCounter::new(load(field(s))))?;
+        let help = "Input records consumed and processed, heartbeats included, by input topic.";
+        let by_topic = |s: &RuntimeStats| s.records_in_by_topic();
+        labelled(&mut e, &stages, "records_in", help, "topic", by_topic)?;
+        let help = "Output records produced, forwarded heartbeats included, by output topic.";
+        let by_topic = |s: &RuntimeStats| s.records_out_by_topic();
+        labelled(&mut e, &stages, "records_out", help, "topic", by_topic)?;
+        let help = "Input records dead-lettered instead of processed, by bounded reason code.";
+        let mut family = e.encode_descriptor("dead_letters", help, None, MetricType::Counter)?;
+        for s in stages.iter() {
+            for (reason, n) in s.stats.dead_letters_by_reason() {
+                let labels = [("stage", s.name.as_str()), ("reason", reason)];
+                ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
+            }
         }
+        let help = "Changelog records applied while restoring state stores.";
+        family_of(&mut e, &stages, "restored", help, Some(&records), |s| {
+            ConstCounter::new(load(&s.restored))
+        })?;
         let help = "Time spent restoring state stores from changelogs.";
-        family(&mut e, &stages, "restore", help, Some(&Unit::Seconds), |s| {
+        family_of(&mut e, &stages, "restore", help, Some(&Unit::Seconds), |s| {
             ConstCounter::new(load(&s.restore_ms) as f64 / 1000.0)
         })?;
-        let gauges: [(&str, &str, Option<&Unit>, Field); 2] = [
-            ("restoring_tasks", "Tasks whose state stores are being restored now.", None, |s| {
-                &s.restoring_tasks
-            }),
-            (
-                "consumer_lag",
-                "Input records assigned but not yet consumed (refreshed every few seconds).",
-                Some(&records),
-                |s| &s.lag,
-            ),
-        ];
-        for (name, help, unit, field) in gauges {
-            family(&mut e, &stages, name, help, unit, |s| ConstGauge::new(load(field(s))))?;
+        let help = "Tasks whose state stores are being restored now.";
+        family_of(&mut e, &stages, "restoring_tasks", help, None, |s| {
+            ConstGauge::new(load(&s.restoring_tasks))
+        })?;
+        let help = "Input records assigned but not yet consumed, per assigned partition (refreshed \
+                    every few seconds).";
+        let mut family = e.encode_descriptor("consumer_lag", help, Some(&records), MetricType::Gauge)?;
+        for s in stages.iter() {
+            for ((topic, partition), lag) in s.stats.lag_by_partition() {
+                let partition = partition.to_string();
+                let labels = [
+                    ("stage", s.name.as_str()),
+                    ("topic", topic.as_str()),
+                    ("partition", partition.as_str()),
+                ];
+                ConstGauge::new(lag).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        let tasks: Vec<(&str, TaskGauges)> =
+            stages.iter().map(|s| (s.name.as_str(), s.stats.task_gauges())).collect();
+        let help = "Now minus the lowest stream time (record event time) among the stage's \
+                    assigned tasks; absent while no task has a stream time.";
+        let mut family =
+            e.encode_descriptor("stream_time_delay", help, Some(&Unit::Seconds), MetricType::Gauge)?;
+        let now = now_ms();
+        for (stage, gauges) in &tasks {
+            if let Some(lowest) = gauges.lowest_stream_time_ms {
+                let delay = (now - lowest) as f64 / 1000.0;
+                ConstGauge::new(delay).encode(family.encode_family(&[("stage", *stage)])?)?;
+            }
+        }
+        let help = "Entries held in the state store, summed over the stage's assigned tasks \
+                    (refreshed each transaction).";
+        let mut family = e.encode_descriptor("state_entries", help, None, MetricType::Gauge)?;
+        for (stage, gauges) in &tasks {
+            for (store, n) in &gauges.state_entries {
+                let labels = [("stage", *stage), ("store", store.as_str())];
+                ConstGauge::new(*n).encode(family.encode_family(&labels)?)?;
+            }
         }
         let help = "Kafka transactions ended, by outcome.";
         let mut family = e.encode_descriptor("transactions", help, None, MetricType::Counter)?;
@@ -228,7 +285,7 @@ impl Collector for StageCollector {
 }
 
 /// Describes one metric family once, then writes one series per stage.
-fn family<M: EncodeMetric + TypedMetric>(
+fn family_of<M: EncodeMetric + TypedMetric>(
     e: &mut DescriptorEncoder,
     stages: &[Stage],
     name: &str,
@@ -469,11 +526,16 @@ mod tests {
 
     use super::*;
 
-    /// Stats of a stage whose processor has counted one kind of event (zero so far), so
-    /// every family has a series.
+    /// Stats of a stage whose processor has counted one kind of event (zero so far), with
+    /// an input and an output topic, a dead-letter reason (zero so far), an assigned
+    /// partition, a task with a stream time and a store, so every family has a series.
     fn stats() -> Arc<RuntimeStats> {
         let stats = RuntimeStats::default();
         stats.add_events(BTreeMap::from([("runs_filed", 0)]));
+        stats.declare_topics(["kubefacts.jobs.v1"], ["kubefacts.runs.v1"]);
+        stats.count_dead_letters("null_value", 0);
+        stats.set_lag(vec![("kubefacts.jobs.v1".to_owned(), 0, Some(0))]);
+        stats.set_task_gauges(Some(now_ms()), BTreeMap::from([("runs".to_owned(), 0)]));
         Arc::new(stats)
     }
 
@@ -503,16 +565,12 @@ mod tests {
         let mut metrics = Metrics::new();
         metrics.add_stage("runs", Arc::clone(&runs));
         metrics.add_stage("probe", Arc::clone(&probe));
-        let fields: [(&str, &str, &AtomicU64); 9] = [
-            ("kubefacts_records_in_total", "", &runs.records_in),
-            ("kubefacts_records_out_total", "", &runs.records_out),
-            ("kubefacts_dead_letters_total", "", &runs.dead_lettered),
+        let fields: [(&str, &str, &AtomicU64); 5] = [
             ("kubefacts_transactions_total", ",outcome=\"committed\"", &runs.commits),
             ("kubefacts_transactions_total", ",outcome=\"aborted\"", &runs.aborts),
             ("kubefacts_restored_records_total", "", &runs.restored),
             ("kubefacts_restore_seconds_total", "", &runs.restore_ms),
             ("kubefacts_restoring_tasks", "", &runs.restoring_tasks),
-            ("kubefacts_consumer_lag_records", "", &runs.lag),
         ];
         for (_, _, a) in &fields {
             a.store(3000, Ordering::Relaxed);
@@ -537,6 +595,120 @@ mod tests {
         }
     }
 
+    /// The value of `name{labels}` as a number, if present.
+    fn value(out: &str, name: &str, labels: &str) -> Option<f64> {
+        sample(out, name, labels).map(|v| v.parse().expect("a number"))
+    }
+
+    #[test]
+    fn records_in_and_out_are_counted_per_topic() {
+        let (runs, probe) = (stats(), stats());
+        let mut metrics = Metrics::new();
+        metrics.add_stage("runs", Arc::clone(&runs));
+        metrics.add_stage("probe", Arc::clone(&probe));
+        let jobs = "stage=\"runs\",topic=\"kubefacts.jobs.v1\"";
+        let pods = "stage=\"runs\",topic=\"kubefacts.pods.v1\"";
+        let runs_out = "stage=\"runs\",topic=\"kubefacts.runs.v1\"";
+        let out = metrics.encode();
+        // Declared topics have a series at 0 before the first record.
+        assert_eq!(value(&out, "kubefacts_records_in_total", jobs), Some(0.0), "{out}");
+        assert_eq!(value(&out, "kubefacts_records_out_total", runs_out), Some(0.0), "{out}");
+        assert_eq!(value(&out, "kubefacts_records_in_total", pods), None, "{out}");
+        runs.count_in("kubefacts.jobs.v1", 3);
+        runs.count_in("kubefacts.pods.v1", 2);
+        runs.count_in("kubefacts.jobs.v1", 1);
+        runs.count_out("kubefacts.runs.v1", 5);
+        let out = metrics.encode();
+        assert_eq!(value(&out, "kubefacts_records_in_total", jobs), Some(4.0), "{out}");
+        assert_eq!(value(&out, "kubefacts_records_in_total", pods), Some(2.0), "{out}");
+        assert_eq!(value(&out, "kubefacts_records_out_total", runs_out), Some(5.0), "{out}");
+        assert_eq!((load(&runs.records_in), load(&runs.records_out)), (6, 5), "the totals follow");
+        // The other stage did not move.
+        let probe_jobs = "stage=\"probe\",topic=\"kubefacts.jobs.v1\"";
+        assert_eq!(value(&out, "kubefacts_records_in_total", probe_jobs), Some(0.0), "{out}");
+        assert_eq!(out.matches("kubefacts_records_in_total{").count(), 3, "{out}");
+    }
+
+    #[test]
+    fn dead_letters_are_counted_per_reason() {
+        let runs = stats();
+        let mut metrics = Metrics::new();
+        metrics.add_stage("runs", Arc::clone(&runs));
+        let null = "stage=\"runs\",reason=\"null_value\"";
+        let unknown = "stage=\"runs\",reason=\"unknown_event\"";
+        let out = metrics.encode();
+        assert_eq!(value(&out, "kubefacts_dead_letters_total", null), Some(0.0), "{out}");
+        assert_eq!(value(&out, "kubefacts_dead_letters_total", unknown), None, "{out}");
+        runs.count_dead_letters("unknown_event", 2);
+        runs.count_dead_letters("null_value", 1);
+        runs.count_dead_letters("unknown_event", 1);
+        let out = metrics.encode();
+        assert_eq!(value(&out, "kubefacts_dead_letters_total", null), Some(1.0), "{out}");
+        assert_eq!(value(&out, "kubefacts_dead_letters_total", unknown), Some(3.0), "{out}");
+        assert_eq!(load(&runs.dead_lettered), 4, "the total follows");
+    }
+
+    #[test]
+    fn lag_is_per_assigned_partition_and_a_revoked_one_disappears() {
+        let runs = RuntimeStats::default();
+        let jobs = |p: i32, lag: Option<u64>| ("kubefacts.jobs.v1".to_owned(), p, lag);
+        let labels = |p: i32| format!("stage=\"runs\",topic=\"kubefacts.jobs.v1\",partition=\"{p}\"");
+        let runs = Arc::new(runs);
+        let mut metrics = Metrics::new();
+        metrics.add_stage("runs", Arc::clone(&runs));
+        assert_eq!(metrics.encode().matches("kubefacts_consumer_lag_records{").count(), 0);
+        runs.set_lag(vec![jobs(0, Some(5)), jobs(1, Some(7))]);
+        let out = metrics.encode();
+        assert_eq!(value(&out, "kubefacts_consumer_lag_records", &labels(0)), Some(5.0), "{out}");
+        assert_eq!(value(&out, "kubefacts_consumer_lag_records", &labels(1)), Some(7.0), "{out}");
+        assert_eq!(load(&runs.lag), 12, "the sum follows");
+        // Partition 1 moved away, 2 arrived; 0's watermark could not be read: its last lag stays.
+        runs.set_lag(vec![jobs(0, None), jobs(2, Some(1))]);
+        let out = metrics.encode();
+        assert_eq!(value(&out, "kubefacts_consumer_lag_records", &labels(0)), Some(5.0), "{out}");
+        assert_eq!(value(&out, "kubefacts_consumer_lag_records", &labels(1)), None, "{out}");
+        assert_eq!(value(&out, "kubefacts_consumer_lag_records", &labels(2)), Some(1.0), "{out}");
+        // A revocation removes the partition at once, before the next refresh.
+        runs.retain_lag(|p| p != 0);
+        let out = metrics.encode();
+        assert_eq!(value(&out, "kubefacts_consumer_lag_records", &labels(0)), None, "{out}");
+        assert_eq!(out.matches("kubefacts_consumer_lag_records{").count(), 1, "{out}");
+        assert_eq!(load(&runs.lag), 1);
+    }
+
+    #[test]
+    fn stream_time_delay_is_now_minus_the_lowest_stream_time() {
+        let runs = Arc::new(RuntimeStats::default());
+        let mut metrics = Metrics::new();
+        metrics.add_stage("runs", Arc::clone(&runs));
+        let delay = |metrics: &Metrics| {
+            value(&metrics.encode(), "kubefacts_stream_time_delay_seconds", "stage=\"runs\"")
+        };
+        assert_eq!(delay(&metrics), None, "no task has a stream time");
+        runs.set_task_gauges(Some(now_ms() - 90_000), BTreeMap::new());
+        let d = delay(&metrics).expect("a delay");
+        assert!((90.0..95.0).contains(&d), "{d}");
+        runs.set_task_gauges(Some(now_ms() - 5_000), BTreeMap::new());
+        let d = delay(&metrics).expect("a delay");
+        assert!((5.0..10.0).contains(&d), "{d}");
+        runs.set_task_gauges(None, BTreeMap::new());
+        assert_eq!(delay(&metrics), None, "the tasks were revoked");
+    }
+
+    #[test]
+    fn state_entries_follow_the_stores_and_a_store_no_task_holds_reads_zero() {
+        let runs = Arc::new(RuntimeStats::default());
+        let mut metrics = Metrics::new();
+        metrics.add_stage("runs", Arc::clone(&runs));
+        let entries = |metrics: &Metrics, store: &str| {
+            value(&metrics.encode(), "kubefacts_state_entries", &format!("stage=\"runs\",store=\"{store}\""))
+        };
+        runs.set_task_gauges(None, BTreeMap::from([("runs".to_owned(), 3), ("owners".to_owned(), 4)]));
+        assert_eq!((entries(&metrics, "runs"), entries(&metrics, "owners")), (Some(3.0), Some(4.0)));
+        runs.set_task_gauges(None, BTreeMap::from([("runs".to_owned(), 10)]));
+        assert_eq!((entries(&metrics, "runs"), entries(&metrics, "owners")), (Some(10.0), Some(0.0)));
+    }
+
     #[test]
     fn each_family_is_described_once_with_several_stages() {
         let mut metrics = Metrics::new();
@@ -546,7 +718,7 @@ mod tests {
         metrics.add_stage("runs", stats()); // replaces, does not duplicate
         let out = metrics.encode();
         let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE ")).collect();
-        assert_eq!(types.len(), 9, "{out}");
+        assert_eq!(types.len(), 11, "{out}");
         assert_eq!(types.iter().collect::<BTreeSet<_>>().len(), types.len(), "{out}");
         assert!(out.lines().all(|l| l.starts_with('#') || !l.is_empty()));
         assert_eq!(out.matches("kubefacts_records_in_total{").count(), 3, "{out}");
@@ -775,7 +947,7 @@ mod tests {
         assert_eq!(sample(&out, "kubefacts_watch_terms_total", "").as_deref(), Some("2"), "{out}");
         assert_eq!(out.matches("kubefacts_watch_terms_total ").count(), 1, "{out}");
         let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE ")).collect();
-        assert_eq!(types.len(), 9 + 11, "{out}");
+        assert_eq!(types.len(), 11 + 11, "{out}");
         assert_eq!(types.iter().collect::<BTreeSet<_>>().len(), types.len(), "{out}");
         assert!(out.ends_with("# EOF\n"), "{out}");
     }
@@ -784,7 +956,7 @@ mod tests {
     async fn serves_metrics_over_http_until_shutdown() {
         let mut metrics = Metrics::new();
         let runs = stats();
-        runs.records_in.store(42, Ordering::Relaxed);
+        runs.count_in("kubefacts.jobs.v1", 42);
         metrics.add_stage("runs", runs);
         let server = MetricsServer::bind("127.0.0.1:0".parse().expect("addr")).await.expect("bind");
         let base = format!("http://{}", server.local_addr());
@@ -798,7 +970,8 @@ mod tests {
         assert_eq!(ok.status(), 200);
         assert_eq!(ok.headers()[CONTENT_TYPE], CONTENT_TYPE_OPENMETRICS);
         let body = ok.text().await.expect("body");
-        assert!(body.contains("kubefacts_records_in_total{stage=\"runs\"} 42"), "{body}");
+        let jobs = "kubefacts_records_in_total{stage=\"runs\",topic=\"kubefacts.jobs.v1\"} 42";
+        assert!(body.contains(jobs), "{body}");
         assert!(body.contains("# TYPE kubefacts_consumer_lag_records gauge"), "{body}");
 
         let missing = client.get(format!("{base}/other")).send().await.expect("GET /other");

@@ -246,7 +246,8 @@ async fn bad_records_are_dead_lettered_with_their_offsets_and_good_ones_counted_
     let log = input_log(&codec, 3_000, 50, 41);
     let p = Pipeline::new(&infra, "dlq").await;
     produce_log(&infra, &p.input, &log);
-    let mut child = p.start(&infra, "a");
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    let mut child = p.start_with(&infra, "a", &["--metrics-addr", &metrics_addr]);
     let good = log
         .partitions
         .iter()
@@ -265,6 +266,38 @@ async fn bad_records_are_dead_lettered_with_their_offsets_and_good_ones_counted_
         assert_eq!(dl.value, original.value, "the dead letter carries the original bytes");
         assert_eq!(key, original.key, "keyed like the original");
     }
+
+    // The endpoint counts them by reason, and shows the one instance's tasks: the lag of
+    // each input partition (after its first refresh, every 5 s), the delay of its stream
+    // time and its store's entries.
+    let scrape =
+        || async { reqwest::get(format!("http://{metrics_addr}/metrics")).await.ok()?.text().await.ok() };
+    let value = |body: &str, prefix: &str| -> Option<f64> {
+        body.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    let lag = |partition: i32| {
+        format!(
+            "kubefacts_consumer_lag_records{{stage=\"probe\",topic=\"{}\",partition=\"{partition}\"}} ",
+            p.input
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        let body = scrape().await.unwrap_or_default();
+        if (0..3).all(|q| value(&body, &lag(q)) == Some(0.0)) || Instant::now() > deadline {
+            break body;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let dead_letters = "kubefacts_dead_letters_total{stage=\"probe\",reason=\"unknown_framing\"} ";
+    assert_eq!(value(&body, dead_letters), Some((log.len() - good) as f64), "{body}");
+    for q in 0..3 {
+        assert_eq!(value(&body, &lag(q)), Some(0.0), "everything consumed: {body}");
+    }
+    let delay = value(&body, "kubefacts_stream_time_delay_seconds{stage=\"probe\"} ");
+    assert!(delay.is_some(), "every task has a stream time: {body}");
+    let entries = value(&body, "kubefacts_state_entries{stage=\"probe\",store=\"");
+    assert!(entries.is_some_and(|n| n > 0.0), "the probe's store holds its counts: {body}");
     child.kill().unwrap();
     child.wait().unwrap();
 }
@@ -726,16 +759,26 @@ outputs = ["{output}"]
 
     // Both stages report on the one endpoint, each under its own label.
     let body = reqwest::get(format!("http://{metrics_addr}/metrics")).await.unwrap().text().await.unwrap();
-    for stage in ["rekey", "count"] {
-        let line = body
-            .lines()
-            .find(|l| {
-                l.starts_with("kubefacts_records_in_total") && l.contains(&format!("stage=\"{stage}\""))
-            })
-            .unwrap_or_else(|| panic!("no records_in for stage {stage}:\n{body}"));
-        let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
-        assert!(value > 0.0, "stage {stage} processed nothing: {line}");
+    for (stage, input, output) in [("rekey", &p.input, &repartition), ("count", &repartition, &p.output)] {
+        for (family, topic) in
+            [("kubefacts_records_in_total", input), ("kubefacts_records_out_total", output)]
+        {
+            let series = format!("{family}{{stage=\"{stage}\",topic=\"{topic}\"}} ");
+            let line = body
+                .lines()
+                .find(|l| l.starts_with(&series))
+                .unwrap_or_else(|| panic!("no {series}for stage {stage}:\n{body}"));
+            let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+            assert!(value > 0.0, "stage {stage} moved nothing: {line}");
+        }
+        // Lag is per assigned partition of the stage's input, never per stage alone.
+        let lag = format!("kubefacts_consumer_lag_records{{stage=\"{stage}\",");
+        for line in body.lines().filter(|l| l.starts_with(&lag)) {
+            assert!(line.contains(&format!(",topic=\"{input}\",partition=\"")), "{line}");
+        }
     }
+    // The count stage's store was seen (its series stays, at 0 while a holds no task).
+    assert!(body.contains("kubefacts_state_entries{stage=\"count\",store=\""), "{body}");
     for c in &mut instances {
         terminate(c);
     }

@@ -238,13 +238,139 @@ pub struct RuntimeStats {
     /// Tasks being restored right now (a gauge: non-zero while a restore runs).
     pub restoring_tasks: AtomicU64,
     /// Records in the assigned input partitions not yet consumed (high watermark minus
-    /// position, summed), refreshed every few seconds.
+    /// position, summed), refreshed every few seconds; per partition in
+    /// [`RuntimeStats::lag_by_partition`].
     pub lag: AtomicU64,
     /// Processor events of committed transactions, by name.
     pub events: Mutex<BTreeMap<&'static str, u64>>,
+    /// `records_in` by input topic (topics come from configuration: bounded).
+    records_in_by_topic: Mutex<BTreeMap<String, u64>>,
+    /// `records_out` by output topic.
+    records_out_by_topic: Mutex<BTreeMap<String, u64>>,
+    /// `dead_lettered` by bounded reason code.
+    dead_letters_by_reason: Mutex<BTreeMap<&'static str, u64>>,
+    /// Lag per assigned (input topic, partition); revoked partitions are removed.
+    lag_by_partition: Mutex<BTreeMap<(String, i32), u64>>,
+    /// The lowest stream time (epoch ms) among the assigned tasks that have one, and the
+    /// entries of each state store summed over the tasks; refreshed each transaction.
+    tasks: Mutex<TaskGauges>,
+}
+
+/// What [`RuntimeStats::set_task_gauges`] holds.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TaskGauges {
+    /// The lowest stream time (epoch ms) among the assigned tasks that have one.
+    pub lowest_stream_time_ms: Option<i64>,
+    /// Entries per state store name, summed over the assigned tasks. A store once seen
+    /// keeps its entry (0 while no task holds it), so its series does not vanish.
+    pub state_entries: BTreeMap<String, u64>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn add_to(map: &Mutex<BTreeMap<String, u64>>, key: &str, n: u64) {
+    let mut map = lock(map);
+    match map.get_mut(key) {
+        Some(v) => *v += n,
+        None => {
+            map.insert(key.to_owned(), n);
+        }
+    }
 }
 
 impl RuntimeStats {
+    /// Gives every input and output topic a series at 0, so alerts on their rates see
+    /// them before the first record.
+    pub fn declare_topics<I: AsRef<str>, O: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = I>,
+        outputs: impl IntoIterator<Item = O>,
+    ) {
+        for topic in inputs {
+            add_to(&self.records_in_by_topic, topic.as_ref(), 0);
+        }
+        for topic in outputs {
+            add_to(&self.records_out_by_topic, topic.as_ref(), 0);
+        }
+    }
+
+    /// Counts `n` input records read from `topic` (in `records_in` and by topic).
+    pub fn count_in(&self, topic: &str, n: u64) {
+        self.records_in.fetch_add(n, Ordering::Relaxed);
+        add_to(&self.records_in_by_topic, topic, n);
+    }
+
+    /// Counts `n` output records written to `topic` (in `records_out` and by topic).
+    pub fn count_out(&self, topic: &str, n: u64) {
+        self.records_out.fetch_add(n, Ordering::Relaxed);
+        add_to(&self.records_out_by_topic, topic, n);
+    }
+
+    /// Counts `n` dead letters of the bounded reason code `reason`.
+    pub fn count_dead_letters(&self, reason: &'static str, n: u64) {
+        self.dead_lettered.fetch_add(n, Ordering::Relaxed);
+        *lock(&self.dead_letters_by_reason).entry(reason).or_default() += n;
+    }
+
+    /// Input records so far, by topic.
+    pub fn records_in_by_topic(&self) -> BTreeMap<String, u64> {
+        lock(&self.records_in_by_topic).clone()
+    }
+
+    /// Output records so far, by topic.
+    pub fn records_out_by_topic(&self) -> BTreeMap<String, u64> {
+        lock(&self.records_out_by_topic).clone()
+    }
+
+    /// Dead letters so far, by reason code.
+    pub fn dead_letters_by_reason(&self) -> BTreeMap<&'static str, u64> {
+        lock(&self.dead_letters_by_reason).clone()
+    }
+
+    /// Replaces the per-partition lag with the partitions assigned now: (topic, partition,
+    /// lag if it could be measured). A partition left out disappears; one whose lag could
+    /// not be measured keeps its last value (or stays absent). `lag` becomes the sum.
+    pub fn set_lag(&self, assigned: Vec<(String, i32, Option<u64>)>) {
+        let mut by_partition = lock(&self.lag_by_partition);
+        let mut next = BTreeMap::new();
+        for (topic, partition, lag) in assigned {
+            let key = (topic, partition);
+            if let Some(lag) = lag.or_else(|| by_partition.get(&key).copied()) {
+                next.insert(key, lag);
+            }
+        }
+        *by_partition = next;
+        self.lag.store(by_partition.values().sum(), Ordering::Relaxed);
+    }
+
+    /// Drops the lag of partitions no longer assigned (`assigned(partition)` false), at
+    /// once rather than at the next lag refresh.
+    pub fn retain_lag(&self, assigned: impl Fn(i32) -> bool) {
+        let mut by_partition = lock(&self.lag_by_partition);
+        by_partition.retain(|(_, partition), _| assigned(*partition));
+        self.lag.store(by_partition.values().sum(), Ordering::Relaxed);
+    }
+
+    /// Lag per assigned (topic, partition).
+    pub fn lag_by_partition(&self) -> BTreeMap<(String, i32), u64> {
+        lock(&self.lag_by_partition).clone()
+    }
+
+    /// Sets the task gauges: the lowest stream time and the entries of each store.
+    pub fn set_task_gauges(&self, lowest_stream_time_ms: Option<i64>, state_entries: BTreeMap<String, u64>) {
+        let mut tasks = lock(&self.tasks);
+        tasks.lowest_stream_time_ms = lowest_stream_time_ms;
+        tasks.state_entries.values_mut().for_each(|v| *v = 0);
+        tasks.state_entries.extend(state_entries);
+    }
+
+    /// The task gauges last set.
+    pub fn task_gauges(&self) -> TaskGauges {
+        lock(&self.tasks).clone()
+    }
+
     /// Adds the events of one committed transaction.
     pub fn add_events(&self, counts: BTreeMap<&'static str, u64>) {
         let mut events = self.events.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -448,12 +574,15 @@ where
     let global_index: HashMap<&str, usize> =
         cfg.globals.iter().enumerate().map(|(g, t)| (t.as_str(), cfg.inputs.len() + g)).collect();
 
+    stats.declare_topics(&all_topics, &cfg.outputs);
     let mut lag_checked = Instant::now();
     let mut transactions = 0u64;
     while !stop.load(Ordering::Relaxed) {
         if lag_checked.elapsed() >= Duration::from_secs(5) {
             lag_checked = Instant::now();
-            stats.lag.store(lag(&consumer), Ordering::Relaxed);
+            if let Some(lag) = lag(&consumer) {
+                stats.set_lag(lag);
+            }
         }
         // 1. Fill a batch; no transaction is open, so rebalances happen only here.
         let started = Instant::now();
@@ -464,6 +593,8 @@ where
             let polled = consumer.poll(Duration::from_millis(20));
             if factory.apply_rebalances(&rebalances, &consumer, &mut tasks)? {
                 reposition_globals(&global_consumer, &tasks, &factory.lanes, &all_topics)?;
+                stats.retain_lag(|p| tasks.contains_key(&p));
+                set_task_gauges(stats, &mut tasks);
             }
             match polled {
                 Some(Ok(m)) => {
@@ -516,9 +647,9 @@ where
                 if rec.input < factory.lanes.inputs {
                     offsets.insert((rec.input, partition), rec.offset + 1);
                 }
-                stats.records_in.fetch_add(1, Ordering::Relaxed);
-                if let Some(dl) = step(cfg, codec, handle, &mut slot.task, &all_topics, &rec) {
-                    stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
+                stats.count_in(all_topics[rec.input], 1);
+                if let Some((reason, dl)) = step(cfg, codec, handle, &mut slot.task, &all_topics, &rec) {
+                    stats.count_dead_letters(reason, 1);
                     let value = dead_letter_writer.encode(&dl)?;
                     let p = partition % dead_letter_partitions;
                     if let Err(e) = send(
@@ -534,7 +665,7 @@ where
                     }
                 }
                 for out in slot.task.take_outputs() {
-                    stats.records_out.fetch_add(1, Ordering::Relaxed);
+                    stats.count_out(&cfg.outputs[out.port], 1);
                     if let Err(e) = produce_output(&producer, cfg, &factory.output_partitions, out) {
                         failed = Some(e);
                     }
@@ -590,12 +721,29 @@ where
                 reposition_globals(&global_consumer, &tasks, &factory.lanes, &all_topics)?;
             }
         }
+        set_task_gauges(stats, &mut tasks);
     }
 
     // Leaving: commit what was processed (the loop always ends between transactions) and
     // leave the group so partitions move at once.
     consumer.unsubscribe();
     Ok(())
+}
+
+/// Publishes the tasks' lowest stream time and their stores' entries (once per
+/// transaction and rebalance: walking the stores per record would cost too much).
+fn set_task_gauges<P: Processor>(stats: &RuntimeStats, tasks: &mut BTreeMap<i32, TaskSlot<P>>) {
+    let lowest = tasks.values().filter_map(|s| s.task.stream_time()).min();
+    let mut entries: BTreeMap<String, u64> = BTreeMap::new();
+    for slot in tasks.values_mut() {
+        slot.task.store_sizes(|store, len| match entries.get_mut(store) {
+            Some(n) => *n += len as u64,
+            None => {
+                entries.insert(store.to_owned(), len as u64);
+            }
+        });
+    }
+    stats.set_task_gauges(lowest, entries);
 }
 
 fn client_config(cfg: &RuntimeConfig) -> ClientConfig {
@@ -658,7 +806,8 @@ fn fenced_or(e: KafkaError, transactional_id: &str, context: &'static str) -> Ru
     }
 }
 
-/// Decodes and processes one record; returns a dead letter if it could not be used.
+/// Decodes and processes one record; returns a dead letter, with its bounded reason code,
+/// if it could not be used.
 fn step<P: Processor>(
     cfg: &RuntimeConfig,
     codec: &Codec,
@@ -666,7 +815,7 @@ fn step<P: Processor>(
     task: &mut Task<P>,
     topics: &[&str],
     rec: &Pending,
-) -> Option<DeadLetter> {
+) -> Option<(&'static str, DeadLetter)> {
     let partition = rec.partition;
     let meta = RecordMeta {
         input: rec.input,
@@ -691,20 +840,17 @@ fn step<P: Processor>(
     };
     let Some(value) = rec.value.as_deref() else {
         task.skip(&meta);
-        return Some(DeadLetter::new(
-            source,
-            "null_value",
-            "a record with a null value and no heartbeat header".into(),
-        ));
+        let detail = "a record with a null value and no heartbeat header".into();
+        return Some(("null_value", DeadLetter::new(source, "null_value", detail)));
     };
     let decoded = match handle.block_on(P::Input::decode(rec.input, codec, value)) {
         Ok(d) => d,
         Err(e) => {
             task.undecodable(&meta);
-            return Some(DeadLetter::undecodable(source, &e));
+            return Some((e.reason(), DeadLetter::undecodable(source, &e)));
         }
     };
-    task.process(decoded, &meta).err().map(|e| DeadLetter::new(source, e.reason, e.detail))
+    task.process(decoded, &meta).err().map(|e| (e.reason, DeadLetter::new(source, e.reason, e.detail)))
 }
 
 /// Hands global records to every task that has not buffered or processed them yet.
@@ -835,11 +981,12 @@ fn commit(
     producer.commit_transaction(timeout)
 }
 
-/// Records not yet consumed in the assigned partitions (0 when unknown). A partition that
-/// has delivered nothing since its assignment has no position yet: its committed offset
-/// stands in (counting from 0 would report the whole partition as lag).
-pub(crate) fn lag<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> u64 {
-    let Ok(positions) = consumer.position() else { return 0 };
+/// Records not yet consumed in each assigned partition: (topic, partition, lag, `None`
+/// when its high watermark could not be read); `None` when the assignment is unknown. A
+/// partition that has delivered nothing since its assignment has no position yet: its
+/// committed offset stands in (counting from 0 would report the whole partition as lag).
+pub(crate) fn lag<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> Option<Vec<(String, i32, Option<u64>)>> {
+    let positions = consumer.position().ok()?;
     let mut unknown = TopicPartitionList::new();
     let mut at: Vec<(String, i32, i64)> = Vec::new();
     for e in positions.elements() {
@@ -858,12 +1005,15 @@ pub(crate) fn lag<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> u64 {
             at.push((e.topic().to_owned(), e.partition(), o));
         }
     }
-    at.iter()
-        .filter_map(|(topic, partition, o)| {
-            let (_, high) = consumer.fetch_watermarks(topic, *partition, Duration::from_secs(1)).ok()?;
-            Some(u64::try_from(high - o).unwrap_or(0))
+    let lag = at
+        .into_iter()
+        .map(|(topic, partition, o)| {
+            let high = consumer.fetch_watermarks(&topic, partition, Duration::from_secs(1)).ok();
+            let lag = high.map(|(_, high)| u64::try_from(high - o).unwrap_or(0));
+            (topic, partition, lag)
         })
-        .sum()
+        .collect();
+    Some(lag)
 }
 
 /// Waits until no transaction that commits offsets for these partitions is pending.

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use super::{
     StreamTime,
     processor::{OutputRecord, Outputs, ProcessError, Processor, RecordMeta},
-    store::{Change, KvStore, StoreError},
+    store::{Change, KvStore, StateStore, StoreError},
 };
 
 /// Name of the task's own store of global-input positions.
@@ -153,6 +153,17 @@ impl<P: Processor> Task<P> {
             names.push(GLOBAL_POSITIONS_STORE.to_owned());
         }
         names
+    }
+
+    /// Calls `f` with the name and entry count of each store, as [`Task::store_names`]
+    /// orders them (for metrics: cheap, no store is walked).
+    pub fn store_sizes(&mut self, mut f: impl FnMut(&str, usize)) {
+        for store in self.processor.stores() {
+            f(store.name(), store.len());
+        }
+        if let Some(p) = &self.positions {
+            f(p.name(), p.len());
+        }
     }
 
     /// Applies one changelog record of store `store` (index) during restore.

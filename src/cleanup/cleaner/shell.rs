@@ -297,7 +297,7 @@ struct Batch {
     events: BTreeMap<&'static str, u64>,
     decisions: u64,
     outcomes: u64,
-    dead_letters: u64,
+    dead_letters: BTreeMap<&'static str, u64>,
 }
 
 /// What became of one polled record.
@@ -381,11 +381,14 @@ pub fn run_blocking(
     );
 
     let commit_interval = Duration::from_millis(cfg.commit_interval_ms);
+    stats.declare_topics([&run.decisions], [&run.outcomes]);
     let mut lag_checked: Option<Instant> = None;
     while !stop.load(Ordering::Relaxed) {
         if lag_checked.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
             lag_checked = Some(Instant::now());
-            stats.lag.store(lag(&consumer), Ordering::Relaxed);
+            if let Some(lag) = lag(&consumer) {
+                stats.set_lag(lag);
+            }
         }
         // 1. A batch, polled with no transaction open.
         let pending = poll_batch(&consumer, &revocations, cfg.max_decisions_per_transaction as usize);
@@ -428,9 +431,11 @@ pub fn run_blocking(
             match commit(&producer, &consumer, run, &batch) {
                 Ok(()) => {
                     stats.commits.fetch_add(1, Ordering::Relaxed);
-                    stats.records_in.fetch_add(batch.decisions, Ordering::Relaxed);
-                    stats.records_out.fetch_add(batch.outcomes, Ordering::Relaxed);
-                    stats.dead_lettered.fetch_add(batch.dead_letters, Ordering::Relaxed);
+                    stats.count_in(&run.decisions, batch.decisions);
+                    stats.count_out(&run.outcomes, batch.outcomes);
+                    for (reason, n) in std::mem::take(&mut batch.dead_letters) {
+                        stats.count_dead_letters(reason, n);
+                    }
                     stats.add_events(std::mem::take(&mut batch.events));
                 }
                 Err(e) if is_fatal(&e) => return Err(fenced_or(e, &transactional_id, "commit")),
@@ -471,6 +476,7 @@ impl Apply<'_> {
         };
         let Some(value) = rec.value.as_deref() else {
             return self.dead_letter(
+                "null_value",
                 DeadLetter::new(source, "null_value", "a decision with a null value".into()),
                 batch,
             );
@@ -478,10 +484,11 @@ impl Apply<'_> {
         let decision: CleanupDecision = match self.handle.block_on(self.codec.decode_as(value)) {
             Ok(d) => d,
             Err(e) if e.is_retriable() => return Ok(Handled::NotYet(e)),
-            Err(e) => return self.dead_letter(DeadLetter::undecodable(source, &e), batch),
+            Err(e) => return self.dead_letter(e.reason(), DeadLetter::undecodable(source, &e), batch),
         };
         if let Err(why) = validate(&decision) {
-            return self.dead_letter(DeadLetter::new(source, "invalid_decision", why), batch);
+            let reason = "invalid_decision";
+            return self.dead_letter(reason, DeadLetter::new(source, reason, why), batch);
         }
         let attempted_at = now_ms();
         let applied = self.handle.block_on(apply(
@@ -530,7 +537,13 @@ impl Apply<'_> {
         Ok(Handled::Done)
     }
 
-    fn dead_letter(&self, dl: DeadLetter, batch: &mut Batch) -> Result<Handled, CleanerError> {
+    /// Dead-letters a decision; `reason` is `dl.reason`, as the bounded code metrics count.
+    fn dead_letter(
+        &self,
+        reason: &'static str,
+        dl: DeadLetter,
+        batch: &mut Batch,
+    ) -> Result<Handled, CleanerError> {
         tracing::warn!(
             partition = dl.source_partition,
             offset = dl.source_offset,
@@ -545,7 +558,7 @@ impl Apply<'_> {
             timestamp_ms: dl.source_timestamp.unwrap_or_else(now_ms),
         });
         batch.decisions += 1;
-        batch.dead_letters += 1;
+        *batch.dead_letters.entry(reason).or_default() += 1;
         Ok(Handled::Done)
     }
 }
