@@ -637,6 +637,11 @@ where
         let mut offsets: BTreeMap<(usize, i32), i64> = BTreeMap::new();
         let mut failed: Option<KafkaError> = None;
         let mut counted: BTreeMap<&'static str, u64> = BTreeMap::new();
+        // Per-topic and per-reason counts, gathered here and added to the shared stats once
+        // per transaction (a lock per record would tax the hot loop).
+        let mut records_in = vec![0u64; all_topics.len()];
+        let mut records_out = vec![0u64; cfg.outputs.len()];
+        let mut dead_letters: BTreeMap<&'static str, u64> = BTreeMap::new();
         for (&partition, slot) in tasks.iter_mut() {
             let idle = slot
                 .waiting_since
@@ -647,9 +652,9 @@ where
                 if rec.input < factory.lanes.inputs {
                     offsets.insert((rec.input, partition), rec.offset + 1);
                 }
-                stats.count_in(all_topics[rec.input], 1);
+                records_in[rec.input] += 1;
                 if let Some((reason, dl)) = step(cfg, codec, handle, &mut slot.task, &all_topics, &rec) {
-                    stats.count_dead_letters(reason, 1);
+                    *dead_letters.entry(reason).or_default() += 1;
                     let value = dead_letter_writer.encode(&dl)?;
                     let p = partition % dead_letter_partitions;
                     if let Err(e) = send(
@@ -665,7 +670,7 @@ where
                     }
                 }
                 for out in slot.task.take_outputs() {
-                    stats.count_out(&cfg.outputs[out.port], 1);
+                    records_out[out.port] += 1;
                     if let Err(e) = produce_output(&producer, cfg, &factory.output_partitions, out) {
                         failed = Some(e);
                     }
@@ -689,6 +694,15 @@ where
                     failed = Some(e);
                 }
             }
+        }
+        for (topic, n) in all_topics.iter().zip(records_in).filter(|(_, n)| *n > 0) {
+            stats.count_in(topic, n);
+        }
+        for (topic, n) in cfg.outputs.iter().zip(records_out).filter(|(_, n)| *n > 0) {
+            stats.count_out(topic, n);
+        }
+        for (reason, n) in dead_letters {
+            stats.count_dead_letters(reason, n);
         }
         let result = match failed {
             Some(e) => Err(e),
