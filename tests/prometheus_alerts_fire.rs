@@ -105,11 +105,12 @@ async fn dead_letters_fire_the_dead_letter_alert_in_a_real_prometheus() {
     let prometheus = prom.start(dir.path(), &config).await;
     let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
 
-    // increase() counts from a series' first sample: the counter must be scraped at 0 before
-    // the bad records arrive, or Prometheus never sees it rise.
-    let query = format!("{}/api/v1/query?query=kubefacts_dead_letters_total", prometheus.url);
+    // Prometheus scrapes the process before the bad records arrive. The per-reason dead-letter
+    // series does not exist yet: it first appears already above 0, which the rule's second
+    // line catches (increase() alone would miss it).
+    let query = format!("{}/api/v1/query?query=kubefacts_records_in_total", prometheus.url);
     let stage = wait_for(
-        "dead_letters_total scraped at 0",
+        "records_in_total scraped at 0",
         Duration::from_secs(60),
         dir.path(),
         &mut process,
@@ -117,7 +118,7 @@ async fn dead_letters_fire_the_dead_letter_alert_in_a_real_prometheus() {
             let data = api(&http, &query).await?;
             *last = Some(data.clone());
             let series = data["result"].as_array()?.first()?.clone();
-            assert_eq!(series["value"][1], "0", "dead letters before any input: {series:#}");
+            assert_eq!(series["value"][1], "0", "input before any was produced: {series:#}");
             series["metric"]["stage"].as_str().map(str::to_owned)
         },
     )
@@ -151,8 +152,8 @@ async fn dead_letters_fire_the_dead_letter_alert_in_a_real_prometheus() {
 
     assert_eq!(
         alert["labels"],
-        serde_json::json!({"alertname": "KubefactsDeadLetters", "stage": stage, "severity": "warning"}),
-        "grouped by stage (no reason label yet), nothing else: {alert:#}"
+        serde_json::json!({"alertname": "KubefactsDeadLetters", "stage": stage, "reason": "unknown_framing", "severity": "warning"}),
+        "grouped by stage and reason, nothing else: {alert:#}"
     );
     let summary = alert["annotations"]["summary"].as_str().unwrap_or_default();
     assert!(summary.contains(&format!("stage {stage} ")), "{alert:#}");
