@@ -10,6 +10,11 @@
 //!
 //! plus changelog bytes per key and the observation-to-output latency under a steady load.
 //!
+//! `KUBEFACTS_BENCH_TRACING=1 cargo bench --bench runtime [-- N]` runs only the exactly-once
+//! runtime, alternately without and with span export (OTLP/HTTP to a sink in this process
+//! that answers 200 and drops the spans), and prints both rates side by side
+//! (docs/TRACING.md, "Overhead").
+//!
 //! `cargo bench --bench runtime [-- N]` (default N = 200 000 records;
 //! `KUBEFACTS_BENCH_BIN=<path>` runs another build of `kubefacts`, e.g. to try a change). Under
 //! `cargo test --all-targets` it runs a quick version (N = 2 000) that checks the machinery
@@ -138,6 +143,91 @@ fn read_committed(env: &Env, topic: &str) -> Vec<(i32, Vec<u8>, Option<Vec<u8>>)
 // ---------------------------------------------------------------------------------------
 // 2. The exactly-once runtime as an OS process
 
+/// Whether instances started from now on export spans (to [`OTLP_SINK`]).
+static EXPORT: AtomicBool = AtomicBool::new(false);
+/// The OTLP/HTTP endpoint of [`otlp_sink`], once started.
+static OTLP_SINK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// An OTLP/HTTP receiver that reads each request, answers 200 and drops it; returns its
+/// base URL. Counts the request bytes it took in `bytes`.
+fn otlp_sink(bytes: Arc<AtomicU64>) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let bytes = Arc::clone(&bytes);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut stream = stream;
+                loop {
+                    let mut length = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((k, v)) = line.split_once(':')
+                            && k.eq_ignore_ascii_case("content-length")
+                        {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    bytes.fetch_add(length as u64, Ordering::Relaxed);
+                    let ok = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+                    if stream.write_all(ok).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+/// The runtime over the same backlog without and with span export, alternately, `rounds`
+/// times each; prints the rates side by side.
+fn tracing_overhead(env: &Env, rt: &tokio::runtime::Runtime, input: &str, n: usize, rounds: usize) {
+    let received = Arc::new(AtomicU64::new(0));
+    OTLP_SINK.get_or_init(|| otlp_sink(Arc::clone(&received)));
+    println!(
+        "tracing overhead: exactly-once runtime (probe), backlog of {n}, export off vs on (OTLP/HTTP, batch exporter, SDK defaults)"
+    );
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        for export in [false, true] {
+            EXPORT.store(export, Ordering::Relaxed);
+            let before = received.load(Ordering::Relaxed);
+            let r = measured_run(env, rt, input, n, KEYS, Settings::DEFAULT);
+            let sent = received.load(Ordering::Relaxed) - before;
+            println!(
+                "  round {round}, export {:<3}  {:>9.0} records/s  runtime cpu {:.2} cores  OTLP bytes received {sent}",
+                if export { "on" } else { "off" },
+                r.rate,
+                r.cpu.runtime
+            );
+            if export { on.push(r.rate) } else { off.push(r.rate) }
+        }
+    }
+    EXPORT.store(false, Ordering::Relaxed);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (off, on) = (median(&mut off), median(&mut on));
+    println!(
+        "  median: export off {off:.0} records/s · export on {on:.0} records/s · on/off {:.1} %",
+        100.0 * on / off
+    );
+}
+
 struct Instance {
     child: Child,
     log: PathBuf,
@@ -155,6 +245,12 @@ impl Instance {
             .args(["--max-batch-records", &settings.max_batch_records.to_string()])
             .args(["--commit-interval-ms", &settings.commit_interval_ms.to_string()])
             .env("RUST_LOG", "kubefacts=info")
+            .envs(
+                OTLP_SINK
+                    .get()
+                    .filter(|_| EXPORT.load(Ordering::Relaxed))
+                    .map(|url| ("OTEL_EXPORTER_OTLP_ENDPOINT", url)),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)
@@ -747,6 +843,12 @@ fn main() {
     let bench_started = Instant::now();
 
     let log = input_log(&codec, n, KEYS);
+    if std::env::var_os("KUBEFACTS_BENCH_TRACING").is_some() {
+        let input = env.create_topic(&rt, "bench-in", &[]);
+        produce_log(&env, &input, &log);
+        tracing_overhead(&env, &rt, &input, n, if benching { 3 } else { 1 });
+        return;
+    }
     let value_bytes = avg_value_bytes(&log);
     let record_size = value_bytes.round() as usize;
     println!(

@@ -23,6 +23,11 @@ use std::{
     time::{Duration, Instant},
 };
 
+use opentelemetry::{
+    Context, KeyValue,
+    global::{BoxedSpan, BoxedTracer},
+    trace::{Span as _, SpanContext, SpanKind, Status, TraceContextExt as _, Tracer as _},
+};
 use rdkafka::{
     ClientConfig, ClientContext, Message, Offset, TopicPartitionList,
     consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance},
@@ -40,7 +45,10 @@ use super::{
     processor::{DecodeInput, OutputPort, OutputRecord, Outputs, Processor, RecordMeta},
     task::{Merger, Task},
 };
-use crate::codec::{Codec, CodecError, RecordWriter};
+use crate::{
+    codec::{Codec, CodecError, RecordWriter},
+    telemetry,
+};
 
 /// How one runtime instance runs.
 #[derive(Debug, Clone)]
@@ -443,11 +451,20 @@ struct Pending {
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
     heartbeat: bool,
+    /// The trace context of the record's `traceparent` header, if it has a valid one.
+    parent: Option<SpanContext>,
 }
 
 impl Pending {
     fn from_message(input: usize, m: &BorrowedMessage<'_>) -> Self {
-        let heartbeat = m.headers().is_some_and(|h| h.iter().any(|h| h.key == HEARTBEAT_HEADER));
+        let (mut heartbeat, mut parent) = (false, None);
+        for h in m.headers().iter().flat_map(|h| h.iter()) {
+            if h.key == HEARTBEAT_HEADER {
+                heartbeat = true;
+            } else if h.key == telemetry::TRACEPARENT {
+                parent = h.value.and_then(telemetry::parse_traceparent);
+            }
+        }
         Self {
             input,
             partition: m.partition(),
@@ -456,6 +473,7 @@ impl Pending {
             key: m.key().map(<[u8]>::to_vec),
             value: m.payload().map(<[u8]>::to_vec),
             heartbeat,
+            parent,
         }
     }
 }
@@ -575,6 +593,10 @@ where
         cfg.globals.iter().enumerate().map(|(g, t)| (t.as_str(), cfg.inputs.len() + g)).collect();
 
     stats.declare_topics(&all_topics, &cfg.outputs);
+    // Per-record `process` spans only when an exporter is installed (docs/TRACING.md).
+    let tracer = telemetry::tracer();
+    let group_id = cfg.group_id();
+
     let mut lag_checked = Instant::now();
     let mut transactions = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -653,7 +675,20 @@ where
                     offsets.insert((rec.input, partition), rec.offset + 1);
                 }
                 records_in[rec.input] += 1;
+                // Global records are read outside the consumer group.
+                let group = (rec.input < factory.lanes.inputs).then_some(group_id.as_str());
+                let mut span = tracer.as_ref().map(|t| process_span(t, &all_topics, group, &rec));
+                // What this record's outputs carry: the `process` span, or without an
+                // exporter the upstream context unchanged (the trace still connects).
+                let traceparent = match &span {
+                    Some(span) => telemetry::traceparent(span.span_context()),
+                    None => rec.parent.as_ref().and_then(telemetry::traceparent),
+                };
+                let traceparent = traceparent.as_deref();
                 if let Some((reason, dl)) = step(cfg, codec, handle, &mut slot.task, &all_topics, &rec) {
+                    if let Some(span) = &mut span {
+                        span.set_status(Status::error(reason));
+                    }
                     *dead_letters.entry(reason).or_default() += 1;
                     let value = dead_letter_writer.encode(&dl)?;
                     let p = partition % dead_letter_partitions;
@@ -664,14 +699,15 @@ where
                         rec.key.as_deref(),
                         Some(&value),
                         rec.timestamp_ms,
-                        false,
+                        headers(false, traceparent),
                     ) {
                         failed = Some(e);
                     }
                 }
                 for out in slot.task.take_outputs() {
                     records_out[out.port] += 1;
-                    if let Err(e) = produce_output(&producer, cfg, &factory.output_partitions, out) {
+                    let tp = if out.heartbeat { None } else { traceparent };
+                    if let Err(e) = produce_output(&producer, cfg, &factory.output_partitions, out, tp) {
                         failed = Some(e);
                     }
                 }
@@ -690,7 +726,7 @@ where
             for (store, (key, value)) in slot.task.take_changes() {
                 let topic = cfg.changelog_topic(&stores[store]);
                 let ts = slot.task.stream_time().unwrap_or(0);
-                if let Err(e) = send(&producer, &topic, partition, Some(&key), value.as_deref(), ts, false) {
+                if let Err(e) = send(&producer, &topic, partition, Some(&key), value.as_deref(), ts, None) {
                     failed = Some(e);
                 }
             }
@@ -924,10 +960,56 @@ fn produce_output(
     cfg: &RuntimeConfig,
     output_partitions: &[i32],
     out: OutputRecord,
+    traceparent: Option<&str>,
 ) -> Result<(), KafkaError> {
     let topic = &cfg.outputs[out.port];
     let partition = out.partition.unwrap_or_else(|| partition_for_key(&out.key, output_partitions[out.port]));
-    send(producer, topic, partition, Some(&out.key), out.value.as_deref(), out.timestamp_ms, out.heartbeat)
+    let (key, value) = (Some(&out.key[..]), out.value.as_deref());
+    send(producer, topic, partition, key, value, out.timestamp_ms, headers(out.heartbeat, traceparent))
+}
+
+/// The headers of a produced record: the heartbeat marker and/or the trace context.
+fn headers(heartbeat: bool, traceparent: Option<&str>) -> Option<OwnedHeaders> {
+    if !heartbeat && traceparent.is_none() {
+        return None;
+    }
+    let mut headers = OwnedHeaders::new_with_capacity(1);
+    if heartbeat {
+        headers = headers.insert(Header { key: HEARTBEAT_HEADER, value: Some("1") });
+    }
+    if let Some(tp) = traceparent {
+        headers = headers.insert(Header { key: telemetry::TRACEPARENT, value: Some(tp) });
+    }
+    Some(headers)
+}
+
+/// The `process` span (kind consumer) of one input record: a child of the record's
+/// `traceparent` context when it has one, with the messaging attributes of
+/// docs/TRACING.md.
+fn process_span(tracer: &BoxedTracer, topics: &[&str], group: Option<&str>, rec: &Pending) -> BoxedSpan {
+    let parent = match &rec.parent {
+        Some(sc) => Context::new().with_remote_span_context(sc.clone()),
+        None => Context::new(),
+    };
+    let mut attributes = vec![
+        KeyValue::new("messaging.system", "kafka"),
+        KeyValue::new("messaging.operation.type", "process"),
+        KeyValue::new("messaging.operation.name", "process"),
+        KeyValue::new("messaging.destination.name", topics[rec.input].to_owned()),
+        KeyValue::new("messaging.destination.partition.id", rec.partition.to_string()),
+        KeyValue::new("messaging.kafka.offset", rec.offset),
+    ];
+    if let Some(group) = group {
+        attributes.push(KeyValue::new("messaging.consumer.group.name", group.to_owned()));
+    }
+    if rec.heartbeat {
+        attributes.push(KeyValue::new("kubefacts.heartbeat", true));
+    }
+    tracer
+        .span_builder("process")
+        .with_kind(SpanKind::Consumer)
+        .with_attributes(attributes)
+        .start_with_context(tracer, &parent)
 }
 
 /// Queues one record, waiting while librdkafka's queue is full.
@@ -938,7 +1020,7 @@ fn send(
     key: Option<&[u8]>,
     value: Option<&[u8]>,
     timestamp_ms: i64,
-    heartbeat: bool,
+    headers: Option<OwnedHeaders>,
 ) -> Result<(), KafkaError> {
     let mut record: BaseRecord<'_, [u8], [u8]> =
         BaseRecord::to(topic).partition(partition).timestamp(timestamp_ms);
@@ -948,9 +1030,8 @@ fn send(
     if let Some(v) = value {
         record = record.payload(v);
     }
-    if heartbeat {
-        record =
-            record.headers(OwnedHeaders::new().insert(Header { key: HEARTBEAT_HEADER, value: Some("1") }));
+    if let Some(h) = headers {
+        record = record.headers(h);
     }
     loop {
         match producer.send(record) {

@@ -16,6 +16,7 @@ use rdkafka::{
     ClientConfig,
     consumer::{BaseConsumer, Consumer},
     error::KafkaError,
+    message::{Header, OwnedHeaders},
     producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer},
 };
 use thiserror::Error;
@@ -25,6 +26,7 @@ use crate::{
     config::TopicsConfig,
     observe::{InputTopic, Observation},
     runtime::partitioner::partition_for_key,
+    telemetry,
 };
 
 /// Most sends awaiting their delivery report before `publish` waits for the oldest.
@@ -85,6 +87,8 @@ pub struct Publisher {
     counts: PublishCounts,
     /// `(partition, offset)` of every acknowledged record, in send order, when tracked.
     deliveries: Option<Vec<(i32, i64)>>,
+    /// Where `publish` spans go; `None` (no exporter) creates none.
+    tracer: Option<opentelemetry::global::BoxedTracer>,
 }
 
 impl std::fmt::Debug for Publisher {
@@ -147,6 +151,7 @@ impl Publisher {
             in_flight: VecDeque::new(),
             counts: PublishCounts::default(),
             deliveries: None,
+            tracer: telemetry::tracer(),
         })
     }
 
@@ -185,6 +190,22 @@ impl Publisher {
             if let Some(key) = &obs.key {
                 record = record.key(key.as_bytes());
             }
+            // A keyed observation starts a trace: a `publish` span, and its context in the
+            // record's `traceparent` header for the processors downstream (docs/TRACING.md).
+            // Keyless markers and heartbeats start none.
+            let _span = match (&self.tracer, &obs.key) {
+                (Some(tracer), Some(_)) => {
+                    let (span, header) = publish_span(tracer, &out.name, partition);
+                    if let Some(h) = header {
+                        record = record.headers(
+                            OwnedHeaders::new()
+                                .insert(Header { key: telemetry::TRACEPARENT, value: Some(&h) }),
+                        );
+                    }
+                    Some(span)
+                }
+                _ => None,
+            };
             let future = loop {
                 match self.producer.send_result(record) {
                     Ok(f) => break f,
@@ -247,6 +268,32 @@ impl Publisher {
         }
         Ok(())
     }
+}
+
+/// A `publish` span (kind producer) for one record to `topic`/`partition`, and the
+/// `traceparent` header value that continues it.
+fn publish_span(
+    tracer: &opentelemetry::global::BoxedTracer,
+    topic: &str,
+    partition: i32,
+) -> (opentelemetry::global::BoxedSpan, Option<String>) {
+    use opentelemetry::{
+        KeyValue,
+        trace::{Span, SpanKind, Tracer},
+    };
+    let span = tracer
+        .span_builder("publish")
+        .with_kind(SpanKind::Producer)
+        .with_attributes([
+            KeyValue::new("messaging.system", "kafka"),
+            KeyValue::new("messaging.operation.type", "send"),
+            KeyValue::new("messaging.operation.name", "publish"),
+            KeyValue::new("messaging.destination.name", topic.to_owned()),
+            KeyValue::new("messaging.destination.partition.id", partition.to_string()),
+        ])
+        .start(tracer);
+    let header = telemetry::traceparent(span.span_context());
+    (span, header)
 }
 
 /// Counts one delivery report; a failed delivery is the error.

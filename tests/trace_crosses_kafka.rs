@@ -1,0 +1,246 @@
+//! One trace from a published observation through `kubefacts process` on the real broker:
+//! the publisher's `publish` span, the runtime's `process` span of that record (its child,
+//! through the record's `traceparent` header), and the `traceparent` header of the outputs
+//! written while processing it pointing at that `process` span. Both verbs run in this
+//! process through the CLI entry points (the real publish and runtime paths), with spans
+//! going to the SDK's in-memory exporter, so the test sees every span's parent and
+//! attributes directly (docs/TRACING.md).
+//!
+//! Session projections are emitted while their session/pod record is processed: publish →
+//! process → header. Job-run facts are filed when stream time passes a run's due time, and
+//! in the demo that is always a keyless snapshot marker (no publish span): their header
+//! names the marker's `process` span, a trace root, and the test checks the record really is
+//! keyless.
+
+mod support;
+
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+
+use clap::Parser;
+use kubefacts::{cli::Cli, telemetry};
+use opentelemetry::{
+    Value,
+    trace::{SpanId, SpanKind},
+};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use rdkafka::{
+    ClientConfig, Message, Offset, TopicPartitionList,
+    consumer::{BaseConsumer, Consumer},
+    message::Headers,
+};
+use support::{infra, repo_path, unique_name};
+
+/// (key, traceparent header) of every committed record of `topic` so far.
+fn read_headers(bootstrap: &str, topic: &str) -> Vec<(Vec<u8>, Option<String>)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("isolation.level", "read_committed")
+        .set("group.id", unique_name("trace-read"))
+        .set("enable.partition.eof", "true")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let Ok(md) = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)) else { return Vec::new() };
+    let partitions = md.topics().first().map_or(0, |t| t.partitions().len() as i32);
+    if partitions == 0 {
+        return Vec::new();
+    }
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let (mut out, mut eof) = (Vec::new(), 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while eof < partitions && Instant::now() < deadline {
+        match consumer.poll(Duration::from_secs(1)) {
+            Some(Ok(m)) => {
+                let tp = m.headers().and_then(|h| {
+                    h.iter()
+                        .find(|h| h.key == "traceparent")
+                        .and_then(|h| h.value)
+                        .map(|v| String::from_utf8(v.to_vec()).unwrap())
+                });
+                out.push((m.key().unwrap_or_default().to_vec(), tp));
+            }
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => eof += 1,
+            Some(Err(e)) => panic!("reading {topic}: {e}"),
+            None => {}
+        }
+    }
+    out
+}
+
+/// The key of the record at `offset` of `topic`/`partition`.
+fn key_at(bootstrap: &str, topic: &str, partition: i32, offset: i64) -> Option<Vec<u8>> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique_name("trace-key"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(offset)).unwrap();
+    consumer.assign(&tpl).unwrap();
+    let m = consumer.poll(Duration::from_secs(30)).expect("the record").unwrap();
+    assert_eq!(m.offset(), offset);
+    m.key().map(<[u8]>::to_vec)
+}
+
+fn attr(span: &SpanData, key: &str) -> Option<Value> {
+    span.attributes.iter().find(|kv| kv.key.as_str() == key).map(|kv| kv.value.clone())
+}
+
+fn string(span: &SpanData, key: &str) -> String {
+    match attr(span, key) {
+        Some(v) => v.as_str().into_owned(),
+        None => panic!("span {} has no attribute {key}: {:?}", span.name, span.attributes),
+    }
+}
+
+/// A span in one line: name and attributes.
+fn describe(span: &SpanData) -> String {
+    let attrs: Vec<String> = span.attributes.iter().map(|kv| format!("{}={}", kv.key, kv.value)).collect();
+    format!("{} {}", span.name, attrs.join(" "))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
+    let infra = infra();
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder().with_simple_exporter(exporter.clone()).build();
+    telemetry::install(provider.clone());
+
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!("{}.", unique_name("trace"));
+    let app = unique_name("trace-app");
+    let config = dir.path().join("pipeline.toml");
+    std::fs::write(
+        &config,
+        format!("[topics]\nprefix = \"{prefix}\"\n\n[process]\napplication_id = \"{app}\"\nmax_task_idle_ms = 500\n"),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap().to_owned();
+    let demo = repo_path("tests/fixtures/traces/demo.jsonl");
+    let bootstrap = infra.bootstrap.as_str();
+
+    let publish = ["kubefacts", "publish", "--create-topics", "--partitions", "3", "--bootstrap", bootstrap];
+    let publish = publish.iter().copied().chain(["--input", &demo, "--config", &config]);
+    Cli::try_parse_from(publish).unwrap().run().await.unwrap();
+    let published: Vec<SpanData> =
+        exporter.get_finished_spans().unwrap().into_iter().filter(|s| s.name == "publish").collect();
+    assert!(!published.is_empty(), "the publisher made no publish spans");
+    for s in &published {
+        assert_eq!(s.span_kind, SpanKind::Producer);
+        assert_eq!(string(s, "messaging.system"), "kafka");
+        assert_eq!(string(s, "messaging.operation.type"), "send");
+        assert!(string(s, "messaging.destination.name").starts_with(&prefix));
+        string(s, "messaging.destination.partition.id").parse::<i32>().unwrap();
+    }
+
+    let process = ["kubefacts", "process", "--create-topics", "--instance-id", "a", "--bootstrap", bootstrap];
+    let process = process.iter().copied().chain(["--config", &config]);
+    let process = Cli::try_parse_from(process).unwrap();
+    // `Cli::run` is not `Send`: its own runtime on its own thread, as in `main`.
+    let running = std::thread::spawn(move || {
+        tokio::runtime::Runtime::new().unwrap().block_on(process.run()).map_err(|e| format!("{e:#}"))
+    });
+
+    let facts = format!("{prefix}job-run-facts.v1");
+    let projections = format!("{prefix}session-projections.v1");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let read = |topic: &str| {
+        let (b, t) = (infra.bootstrap.clone(), topic.to_owned());
+        tokio::task::spawn_blocking(move || read_headers(&b, &t))
+    };
+    loop {
+        let (f, p) = (read(&facts).await.unwrap(), read(&projections).await.unwrap());
+        let traced = |r: &Vec<(Vec<u8>, Option<String>)>| r.iter().filter(|(_, h)| h.is_some()).count();
+        if (traced(&f) >= 4 && traced(&p) > 0) || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Stop `process` (it handles SIGTERM: commits, leaves the group, returns), so every
+    // stage has committed and every span has ended.
+    let pid = std::process::id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let stopped = tokio::task::spawn_blocking(move || running.join().unwrap());
+    tokio::time::timeout(Duration::from_secs(60), stopped).await.unwrap().unwrap().unwrap();
+    provider.force_flush().unwrap();
+
+    let spans = exporter.get_finished_spans().unwrap();
+    let by_id: HashMap<SpanId, &SpanData> = spans.iter().map(|s| (s.span_context.span_id(), s)).collect();
+    // Every process span: the messaging attributes, and a parent that is one of ours (a
+    // publish span, or the process span of the stage before) in the same trace, or none.
+    for process in spans.iter().filter(|s| s.name == "process") {
+        assert_eq!(process.span_kind, SpanKind::Consumer);
+        assert_eq!(string(process, "messaging.system"), "kafka");
+        assert_eq!(string(process, "messaging.operation.type"), "process");
+        assert!(string(process, "messaging.destination.name").starts_with(&prefix), "{}", describe(process));
+        string(process, "messaging.destination.partition.id").parse::<i32>().unwrap();
+        assert!(matches!(attr(process, "messaging.kafka.offset"), Some(Value::I64(o)) if o >= 0));
+        if process.parent_span_id != SpanId::INVALID {
+            assert!(process.parent_span_is_remote, "the parent came through Kafka");
+            let parent = by_id
+                .get(&process.parent_span_id)
+                .unwrap_or_else(|| panic!("the parent of {} is no span of ours", describe(process)));
+            assert_eq!(parent.span_context.trace_id(), process.span_context.trace_id());
+            // The parent wrote the record this span read.
+            if parent.name == "publish" {
+                let input = string(process, "messaging.destination.name");
+                assert_eq!(string(parent, "messaging.destination.name"), input);
+                let partition = string(process, "messaging.destination.partition.id");
+                assert_eq!(string(parent, "messaging.destination.partition.id"), partition);
+            }
+        }
+    }
+
+    // Every output record's header names one of the process spans of the stage that wrote
+    // it; follow each to the start of its trace.
+    let mut chains: Vec<(String, Vec<String>)> = Vec::new();
+    for topic in [&facts, &projections] {
+        let records = read(topic).await.unwrap();
+        let traced: Vec<_> = records.iter().filter_map(|(k, h)| Some((k, h.as_deref()?))).collect();
+        assert!(!traced.is_empty(), "no record of {topic} has a traceparent");
+        for (key, header) in traced {
+            let key = String::from_utf8_lossy(key);
+            // 00-<trace id>-<span id>-<flags>
+            let parts: Vec<&str> = header.split('-').collect();
+            assert_eq!(parts.len(), 4, "{header}");
+            assert_eq!((parts[0], parts[3]), ("00", "01"), "{header}");
+            let span_id = SpanId::from_hex(parts[2]).unwrap();
+            let mut span =
+                *by_id.get(&span_id).unwrap_or_else(|| panic!("{topic} {key}: no span {span_id} of ours"));
+            assert_eq!(span.name, "process");
+            assert_eq!(span.span_context.trace_id().to_string(), parts[1]);
+            let mut chain = vec![describe(span)];
+            while let Some(parent) = by_id.get(&span.parent_span_id) {
+                span = parent;
+                chain.push(describe(span));
+            }
+            // A root that is not a publish span: the output was emitted while a keyless
+            // record (a snapshot marker, a heartbeat: no publish span) advanced stream time.
+            if span.name == "process" {
+                let input = string(span, "messaging.destination.name");
+                let partition = string(span, "messaging.destination.partition.id").parse().unwrap();
+                let Some(Value::I64(offset)) = attr(span, "messaging.kafka.offset") else { unreachable!() };
+                assert_eq!(key_at(bootstrap, &input, partition, offset), None, "{topic} {key}: {chain:?}");
+            }
+            chains.push((format!("{topic} {key}"), chain));
+        }
+    }
+    for (record, chain) in &chains {
+        eprintln!("{record}:\n  {}", chain.join("\n  ← "));
+    }
+    // A session projection is emitted while its session or pod record is processed: each
+    // is in the trace its publish span started, one hop through Kafka.
+    let projections_traced = chains.iter().filter(|(r, _)| r.starts_with(&projections)).collect::<Vec<_>>();
+    for (record, chain) in &projections_traced {
+        assert_eq!(chain.len(), 2, "{record}: {chain:?}");
+        assert!(chain[1].starts_with("publish "), "{record}: {chain:?}");
+    }
+}
