@@ -298,6 +298,31 @@ async fn bad_records_are_dead_lettered_with_their_offsets_and_good_ones_counted_
     assert!(delay.is_some(), "every task has a stream time: {body}");
     let entries = value(&body, "kubefacts_state_entries{stage=\"probe\",store=\"");
     assert!(entries.is_some_and(|n| n > 0.0), "the probe's store holds its counts: {body}");
+    // Every metric docs/METRICS.md documents for a processor is served by this running one,
+    // and the ones this run must have moved did.
+    let docs = std::fs::read_to_string(support::repo_path("docs/METRICS.md")).unwrap();
+    let section = docs.split("## Processor").nth(1).and_then(|s| s.split("\n## ").next()).unwrap();
+    let documented: Vec<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+        .filter(|name| name.starts_with("kubefacts_"))
+        .collect();
+    assert!(documented.len() >= 10, "{documented:?}");
+    for name in &documented {
+        // OpenMetrics names a counter's family without its `_total`.
+        let family = name.strip_suffix("_total").unwrap_or(name);
+        assert!(body.contains(&format!("# TYPE {family} ")), "{name} is documented but not served:\n{body}");
+    }
+    let sum = |name: &str| -> f64 {
+        body.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    for moved in ["kubefacts_records_in_total", "kubefacts_records_out_total", "kubefacts_transactions_total"]
+    {
+        assert!(sum(moved) > 0.0, "{moved} did not move:\n{body}");
+    }
     child.kill().unwrap();
     child.wait().unwrap();
 }
