@@ -203,7 +203,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
             _ = sigterm.recv() => stop.store(true, Ordering::Relaxed),
             _ = tokio::signal::ctrl_c() => stop.store(true, Ordering::Relaxed),
             _ = report.tick() => for s in &resolved {
-                tracing::info!(stage = %s.runtime.processor, stats = ?s.stats, "progress");
+                tracing::info!(stage = %s.runtime.processor, stats = %summary(&s.stats), "progress");
             },
         }
     }
