@@ -26,7 +26,7 @@ use std::{
 use opentelemetry::{
     Context, KeyValue,
     global::{BoxedSpan, BoxedTracer},
-    trace::{Span as _, SpanContext, SpanKind, Status, TraceContextExt as _, Tracer as _},
+    trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _},
 };
 use rdkafka::{
     ClientConfig, ClientContext, Message, Offset, TopicPartitionList,
@@ -451,18 +451,23 @@ struct Pending {
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
     heartbeat: bool,
-    /// The trace context of the record's `traceparent` header, if it has a valid one.
-    parent: Option<SpanContext>,
+    /// The record's `traceparent` header, kept only when it is valid: forwarded as is when
+    /// no span is exported, parsed into the `process` span's parent when one is.
+    traceparent: Option<String>,
 }
 
 impl Pending {
     fn from_message(input: usize, m: &BorrowedMessage<'_>) -> Self {
-        let (mut heartbeat, mut parent) = (false, None);
+        let (mut heartbeat, mut traceparent) = (false, None);
         for h in m.headers().iter().flat_map(|h| h.iter()) {
             if h.key == HEARTBEAT_HEADER {
                 heartbeat = true;
             } else if h.key == telemetry::TRACEPARENT {
-                parent = h.value.and_then(telemetry::parse_traceparent);
+                traceparent = h
+                    .value
+                    .filter(|v| telemetry::parse_traceparent(v).is_some())
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .map(str::to_owned);
             }
         }
         Self {
@@ -473,7 +478,7 @@ impl Pending {
             key: m.key().map(<[u8]>::to_vec),
             value: m.payload().map(<[u8]>::to_vec),
             heartbeat,
-            parent,
+            traceparent,
         }
     }
 }
@@ -680,11 +685,8 @@ where
                 let mut span = tracer.as_ref().map(|t| process_span(t, &all_topics, group, &rec));
                 // What this record's outputs carry: the `process` span, or without an
                 // exporter the upstream context unchanged (the trace still connects).
-                let traceparent = match &span {
-                    Some(span) => telemetry::traceparent(span.span_context()),
-                    None => rec.parent.as_ref().and_then(telemetry::traceparent),
-                };
-                let traceparent = traceparent.as_deref();
+                let own = span.as_ref().and_then(|span| telemetry::traceparent(span.span_context()));
+                let traceparent = own.as_deref().or(rec.traceparent.as_deref());
                 if let Some((reason, dl)) = step(cfg, codec, handle, &mut slot.task, &all_topics, &rec) {
                     if let Some(span) = &mut span {
                         span.set_status(Status::error(reason));
@@ -987,8 +989,8 @@ fn headers(heartbeat: bool, traceparent: Option<&str>) -> Option<OwnedHeaders> {
 /// `traceparent` context when it has one, with the messaging attributes of
 /// docs/TRACING.md.
 fn process_span(tracer: &BoxedTracer, topics: &[&str], group: Option<&str>, rec: &Pending) -> BoxedSpan {
-    let parent = match &rec.parent {
-        Some(sc) => Context::new().with_remote_span_context(sc.clone()),
+    let parent = match rec.traceparent.as_deref().and_then(|t| telemetry::parse_traceparent(t.as_bytes())) {
+        Some(sc) => Context::new().with_remote_span_context(sc),
         None => Context::new(),
     };
     let mut attributes = vec![
