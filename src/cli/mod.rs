@@ -11,7 +11,7 @@ mod replay;
 mod schemas;
 mod session_event;
 mod simulate;
-mod stages;
+pub(crate) mod stages;
 mod tail;
 mod watch;
 

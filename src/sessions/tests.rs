@@ -10,7 +10,8 @@ use super::{
     retention::{PHASES, RetentionState as R, SESSION_STATES},
 };
 use crate::{
-    codec::{Codec, Framing, RecordWriter},
+    cli::stages::single_object_writer,
+    codec::Codec,
     observe::{
         ObservationEvent, PodObservation, SessionObservation,
         model::{
@@ -23,10 +24,6 @@ use crate::{
 
 const PARTITIONS: i32 = 3;
 
-fn single_object_writer(codec: &Codec, name: &str) -> Result<RecordWriter, crate::codec::CodecError> {
-    let known = codec.schemas().current(name)?;
-    RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint })
-}
 const LABEL: &str = "kubefacts.io/session";
 const T0: i64 = 1_790_000_000_000;
 const GIB: i64 = 1 << 30;
