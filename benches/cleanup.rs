@@ -252,7 +252,14 @@ fn simulate(jobs: u64, days: i64, cluster: Cluster) -> Outcome {
         offset += 1;
         observations += 1;
         let input_index = usize::from(matches!(input, RunsInput::Pod(_)));
-        let meta = RecordMeta { input: input_index, partition: 0, offset, timestamp_ms: at, key: None };
+        let meta = RecordMeta {
+            input: input_index,
+            partition: 0,
+            offset,
+            timestamp_ms: at,
+            key: None,
+            traceparent: None,
+        };
         task.process(input, &meta).unwrap();
         for out in task.take_outputs() {
             match out.port {

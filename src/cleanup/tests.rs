@@ -80,6 +80,10 @@ struct Harness {
     decisions: Vec<CleanupDecision>,
     runs: Vec<JobRun>,
     counts: BTreeMap<&'static str, u64>,
+    /// The trace context the next fed record carries.
+    context: Option<String>,
+    /// (port, links) of every output.
+    links: Vec<(usize, Vec<String>)>,
 }
 
 impl Harness {
@@ -94,7 +98,16 @@ impl Harness {
             .collect();
         let cfg = RunsConfig { cleanup, ..RunsConfig::default() };
         let task = Task::new(0, Runs::new(cfg), Outputs::new(writers, vec![1, 1, 1]));
-        Self { task, codec, offset: 0, decisions: Vec::new(), runs: Vec::new(), counts: BTreeMap::new() }
+        Self {
+            task,
+            codec,
+            offset: 0,
+            decisions: Vec::new(),
+            runs: Vec::new(),
+            counts: BTreeMap::new(),
+            context: None,
+            links: Vec::new(),
+        }
     }
 
     /// Minute sweeps, one-hour retention.
@@ -117,7 +130,9 @@ impl Harness {
             job,
         };
         self.offset += 1;
-        let meta = RecordMeta { input, partition, offset: self.offset, timestamp_ms: at, key: None };
+        let traceparent = self.context.take();
+        let meta =
+            RecordMeta { input, partition, offset: self.offset, timestamp_ms: at, key: None, traceparent };
         let input = if input == 0 { RunsInput::Job(obs) } else { RunsInput::AnyJob(obs) };
         self.task.process(input, &meta).unwrap();
         self.drain().await;
@@ -138,6 +153,7 @@ impl Harness {
 
     async fn drain(&mut self) {
         for rec in self.task.take_outputs() {
+            self.links.push((rec.port, rec.links.clone()));
             let bytes = rec.value.as_deref().unwrap_or_default();
             match rec.port {
                 0 => self.runs.push(self.codec.decode_as(bytes).await.unwrap()),
@@ -328,4 +344,30 @@ async fn a_decided_job_is_evicted_and_never_filed_or_decided_again() {
     h.heartbeat(T0 + 42 * MIN_MS).await;
     assert_eq!(h.task.processor().ended_jobs(), 0, "forgotten remember_gone_ms after deletion");
     assert_eq!((h.decisions.len(), h.runs.len()), (1, 1));
+}
+
+/// The run fact, its copy for the journal and the cleanup decision are emitted at later
+/// stream times than the observation that finished the Job: each links to that record's
+/// trace context (not to earlier or later ones), and the context goes with the Job.
+#[tokio::test]
+async fn the_run_and_its_decision_link_to_the_observation_that_finished_the_job() {
+    let mut h = Harness::minutely();
+    h.context = Some("tp-running".into());
+    h.applied(T0 - MIN_MS, running(1)).await;
+    h.context = Some("tp-finished".into());
+    h.applied(T0, finished(1, T0)).await;
+    h.context = Some("tp-again".into());
+    h.applied(T0 + 1_000, finished(1, T0)).await;
+    for m in 1..=2 * 60 {
+        h.heartbeat(T0 + m * MIN_MS).await;
+    }
+    assert_eq!((h.runs.len(), h.decisions.len()), (1, 1));
+    let finished = vec!["tp-finished".to_owned()];
+    let linked: Vec<(usize, Vec<String>)> = h.links.iter().filter(|(_, l)| !l.is_empty()).cloned().collect();
+    assert_eq!(linked, [(0, finished.clone()), (1, finished.clone()), (2, finished)]);
+    let mut kept = BTreeMap::new();
+    h.task.store_sizes(|store, n| {
+        kept.insert(store.to_owned(), n);
+    });
+    assert_eq!(kept["job-contexts"], 0, "dropped with the decided Job");
 }

@@ -188,6 +188,16 @@ impl DecodeInput for CoverageInput {
     }
 }
 
+/// Trace contexts of the records an alert is judged from (kept only for records that
+/// carried one): the alert links to them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubjectContexts {
+    /// The CronJob's latest observation.
+    pub cronjob: Option<String>,
+    /// The latest run counted as progress.
+    pub run: Option<String>,
+}
+
 /// The `[coverage]` processor: one per task.
 #[derive(Debug)]
 pub struct Coverage {
@@ -196,6 +206,10 @@ pub struct Coverage {
     leases: LeaseBook,
     /// The last evaluation tick (stream time / evaluate interval).
     ticks: KvStore<(), i64>,
+    /// Subject UID → the contexts its alerts link to.
+    contexts: KvStore<String, SubjectContexts>,
+    /// Lease `namespace/name` → the context of its latest recorded snapshot.
+    lease_contexts: KvStore<String, String>,
     // Derived from `subjects`, rebuilt after a restore (never changelogged).
     /// OK and RESOLVED subjects by when they become due.
     due: BTreeSet<(i64, String)>,
@@ -220,6 +234,8 @@ impl Coverage {
             subjects: KvStore::new("subjects"),
             leases: LeaseBook::new("lease-instances", "lease-observed", cfg.observation_gap_ms),
             ticks: KvStore::new("ticks"),
+            contexts: KvStore::new("subject-contexts"),
+            lease_contexts: KvStore::new("lease-contexts"),
             due: BTreeSet::new(),
             active: BTreeSet::new(),
             indexed: false,
@@ -233,7 +249,7 @@ impl Coverage {
         self.subjects.iter()
     }
 
-    fn on_run(&mut self, run: JobRun, now: StreamTime, out: &mut Outputs) {
+    fn on_run(&mut self, run: JobRun, context: Option<&String>, now: StreamTime, out: &mut Outputs) {
         if run.owner.kind != OwnerKind::Cronjob {
             out.count("coverage_runs_not_cronjob", 1);
             return;
@@ -244,6 +260,9 @@ impl Coverage {
         }
         out.count("coverage_runs", 1);
         let uid = run.owner.uid.clone();
+        if let Some(context) = context {
+            self.contexts.entry_mut(uid.clone()).run = Some(context.clone());
+        }
         let subject = self.subjects.entry_mut(uid.clone());
         if subject.last_run_ms.is_none_or(|t| t < run.finished_at) {
             subject.last_run_ms = Some(run.finished_at);
@@ -260,6 +279,7 @@ impl Coverage {
     fn on_cronjob(
         &mut self,
         obs: CronJobObservation,
+        context: Option<&String>,
         now: StreamTime,
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
@@ -306,6 +326,9 @@ impl Coverage {
             subject.resumed_at = Some(now);
         }
         subject.spec = Some(spec);
+        if let Some(context) = context {
+            self.contexts.entry_mut(uid.clone()).cronjob = Some(context.clone());
+        }
         self.evaluate(&uid, now, out);
         Ok(())
     }
@@ -313,6 +336,7 @@ impl Coverage {
     fn on_lease(
         &mut self,
         obs: LeaseObservation,
+        context: Option<&String>,
         now: StreamTime,
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
@@ -335,7 +359,12 @@ impl Coverage {
         };
         let key = format!("{}/{}", lease.meta.namespace, lease.meta.name);
         match self.leases.record(&key, &lease) {
-            Ok(()) => out.count("coverage_lease_snapshots", 1),
+            Ok(()) => {
+                out.count("coverage_lease_snapshots", 1);
+                if let Some(context) = context {
+                    self.lease_contexts.put(key, context.clone());
+                }
+            }
             Err(lease::Ignored::Stale) => out.count("coverage_lease_snapshots_stale", 1),
             Err(lease::Ignored::NoTimes) => out.count("coverage_lease_snapshots_without_times", 1),
         }
@@ -354,7 +383,9 @@ impl Coverage {
     /// The subject is gone: a tombstone ends its record on the compacted topic (and a
     /// firing alert with it).
     fn forget(&mut self, uid: &str, out: &mut Outputs) {
-        if let Some(subject) = self.subjects.delete(&uid.to_owned()) {
+        let uid_key = uid.to_owned();
+        self.contexts.delete(&uid_key);
+        if let Some(subject) = self.subjects.delete(&uid_key) {
             self.unindex(uid, &subject);
             if subject.state.is_some() {
                 out.tombstone(0, uid.as_bytes().to_vec());
@@ -445,6 +476,10 @@ impl Coverage {
             };
             match out.emit(0, uid.as_bytes().to_vec(), &alert) {
                 Ok(()) => {
+                    let kept = self.contexts.get(uid);
+                    let lease = self.lease_contexts.get(&rule.manager_lease);
+                    let (cronjob, run) = kept.map_or((None, None), |c| (c.cronjob.as_ref(), c.run.as_ref()));
+                    out.link_last([cronjob, run, lease].into_iter().flatten().cloned());
                     subject.state = Some(state);
                     out.count(state_event(state), 1);
                 }
@@ -505,13 +540,20 @@ impl Processor for Coverage {
     type Input = CoverageInput;
 
     fn stores(&mut self) -> Vec<&mut dyn StateStore> {
-        vec![&mut self.subjects, &mut self.leases.instances, &mut self.leases.observed, &mut self.ticks]
+        vec![
+            &mut self.subjects,
+            &mut self.leases.instances,
+            &mut self.leases.observed,
+            &mut self.ticks,
+            &mut self.contexts,
+            &mut self.lease_contexts,
+        ]
     }
 
     fn process(
         &mut self,
         input: CoverageInput,
-        _meta: &RecordMeta,
+        meta: &RecordMeta,
         now: StreamTime,
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
@@ -520,11 +562,11 @@ impl Processor for Coverage {
         }
         match input {
             CoverageInput::Run(run) => {
-                self.on_run(*run, now, out);
+                self.on_run(*run, meta.traceparent.as_ref(), now, out);
                 Ok(())
             }
-            CoverageInput::CronJob(obs) => self.on_cronjob(*obs, now, out),
-            CoverageInput::Lease(obs) => self.on_lease(*obs, now, out),
+            CoverageInput::CronJob(obs) => self.on_cronjob(*obs, meta.traceparent.as_ref(), now, out),
+            CoverageInput::Lease(obs) => self.on_lease(*obs, meta.traceparent.as_ref(), now, out),
         }
     }
 

@@ -317,6 +317,10 @@ struct Harness {
     now: i64,
     /// (key, state) of every record emitted; `None`: a tombstone.
     emitted: Vec<(String, Option<CoverageAlert>)>,
+    /// Whether fed records carry a trace context (`<input>@<time>`).
+    traced: bool,
+    /// The links of every record emitted.
+    links: Vec<Vec<String>>,
 }
 
 const UID: &str = "c0000000-0000-4000-8000-000000000001";
@@ -325,11 +329,25 @@ impl Harness {
     fn new(cfg: CoverageConfig) -> Self {
         let codec = Codec::new(None).unwrap();
         let out = Outputs::new(vec![writer(&codec)], vec![1]);
-        Self { codec, p: Coverage::new(cfg), out, now: T0, emitted: Vec::new() }
+        Self {
+            codec,
+            p: Coverage::new(cfg),
+            out,
+            now: T0,
+            emitted: Vec::new(),
+            traced: false,
+            links: Vec::new(),
+        }
     }
 
     fn feed(&mut self, at: i64, input: CoverageInput) {
-        let meta = RecordMeta { input: 0, partition: 0, offset: 0, timestamp_ms: at, key: None };
+        let kind = match &input {
+            CoverageInput::Run(_) => "run",
+            CoverageInput::CronJob(_) => "cronjob",
+            CoverageInput::Lease(_) => "lease",
+        };
+        let traceparent = self.traced.then(|| format!("{kind}@{at}"));
+        let meta = RecordMeta { input: 0, partition: 0, offset: 0, timestamp_ms: at, key: None, traceparent };
         let advanced = at > self.now;
         self.now = self.now.max(at);
         self.out.set_now(self.now);
@@ -338,6 +356,7 @@ impl Harness {
             self.p.on_stream_time(self.now, &mut self.out);
         }
         for r in self.out.take() {
+            self.links.push(r.links);
             let key = String::from_utf8(r.key).unwrap();
             let value = r.value.map(|v| futures::executor::block_on(self.codec.decode_as(&v)).unwrap());
             self.emitted.push((key, value));
@@ -448,6 +467,29 @@ fn a_subject_goes_ok_pending_firing_resolved_with_one_record_per_change() {
     assert_eq!(h.states().len(), 4);
 }
 
+/// An alert links to the records it was judged from: the CronJob's latest observation, the
+/// latest progress run and the manager Lease's latest snapshot (kept across the records
+/// that changed nothing), whichever record's processing emitted it.
+#[test]
+fn an_alert_links_to_the_cronjob_the_last_run_and_the_manager_lease() {
+    let mut h = Harness::new(CoverageConfig::default());
+    h.traced = true;
+    h.manager("a", T0, T0 + 10 * S);
+    h.run(T0 + 20 * S);
+    h.cronjob(T0 + 30 * S, ObservationEvent::Applied, "*/10 * * * *", false, 1);
+    h.run(T0 + MIN);
+    h.manager("a", T0 + MIN, T0 + 40 * MIN);
+    assert_eq!(h.states(), [Some(OK), Some(Pending), Some(Firing)]);
+    let at = |kind: &str, t: i64| format!("{kind}@{t}");
+    assert_eq!(h.links[0], [at("cronjob", T0 + 30 * S), at("run", T0 + 20 * S), at("lease", T0 + 10 * S)]);
+    let firing = h.emitted[2].1.clone().unwrap();
+    // Emitted when a lease record advanced stream time: that record is the latest snapshot.
+    assert_eq!(
+        h.links[2],
+        [at("cronjob", T0 + 30 * S), at("run", T0 + MIN), at("lease", firing.stream_time)]
+    );
+}
+
 #[test]
 fn overdue_only_during_an_outage_never_fires() {
     let mut h = Harness::new(CoverageConfig::default());
@@ -532,7 +574,8 @@ fn a_bad_override_annotation_is_counted_and_the_schedule_used() {
 /// changelog (every store's changes so far) halfway through.
 fn outage_scenario(restore_at: Option<i64>) -> Vec<(String, Option<CoverageAlert>)> {
     let mut h = Harness::new(CoverageConfig::default());
-    let mut changelog: Vec<Vec<crate::runtime::store::Change>> = vec![Vec::new(); 4];
+    let stores = h.p.stores().len();
+    let mut changelog: Vec<Vec<crate::runtime::store::Change>> = vec![Vec::new(); stores];
     let mut checkpoint = |h: &mut Harness, at: i64| {
         for (i, store) in h.p.stores().into_iter().enumerate() {
             changelog[i].extend(store.take_changes());

@@ -161,7 +161,15 @@ pub struct Runs {
     /// Pending Jobs with dependencies, by UID.
     dependents: KvStore<String, Dependent>,
     sweeps: KvStore<(), Sweeps>,
+    /// Job UID → trace contexts of the records that shaped its run (the observation that
+    /// first showed it finished, Pod observations with new terminations): the run fact and
+    /// the cleanup decision, emitted later, link to them. Kept only for records that
+    /// carried a context, at most [`MAX_CONTEXTS_PER_JOB`], dropped with the Job.
+    contexts: KvStore<String, Vec<String>>,
 }
+
+/// The most trace contexts kept per Job (a Job with many Pods links to the first ones).
+pub const MAX_CONTEXTS_PER_JOB: usize = 16;
 
 impl Runs {
     /// `[runs]`'s outputs: the run facts (keyed by owner UID), and the same runs re-keyed by
@@ -193,6 +201,7 @@ impl Runs {
             ended: KvStore::new("ended"),
             dependents: KvStore::new("dependents"),
             sweeps: KvStore::new("sweeps"),
+            contexts: KvStore::new("job-contexts"),
         }
     }
 
@@ -209,6 +218,7 @@ impl Runs {
     fn on_job(
         &mut self,
         obs: JobObservation,
+        context: Option<&String>,
         now: StreamTime,
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
@@ -242,18 +252,37 @@ impl Runs {
             // Gone: file what finished now, and keep only a tombstone for its Pods.
             let mut tracked = self.jobs.get(&uid).cloned().unwrap_or_default();
             Self::observe(&self.cfg, &mut self.due, &mut tracked, &uid, job, obs.source.epoch, now);
-            Self::file(&self.cfg, &uid, &mut tracked, out)?;
+            self.keep_context(&uid, context);
+            Self::file(&self.cfg, &uid, &mut tracked, &self.contexts, out)?;
             self.evict(&uid, &tracked, Ended { epoch: obs.source.epoch, gone_at: Some(now) });
             return Ok(());
         }
         // Updated in place: cloning the tracked Job out and back in showed in the profile.
         let tracked = self.jobs.entry_mut(uid.clone());
-        Self::observe(&self.cfg, &mut self.due, tracked, &uid, job, obs.source.epoch, now);
+        if Self::observe(&self.cfg, &mut self.due, tracked, &uid, job, obs.source.epoch, now) {
+            self.keep_context(&uid, context);
+        }
         Ok(())
     }
 
+    /// Keeps a record's trace context for `uid`'s later outputs (see `contexts`).
+    fn keep_context(&mut self, uid: &str, context: Option<&String>) {
+        let Some(context) = context else { return };
+        let kept = self.contexts.get(uid).map_or(0, Vec::len);
+        if kept < MAX_CONTEXTS_PER_JOB {
+            self.contexts.entry_mut(uid.to_owned()).push(context.clone());
+        }
+    }
+
+    /// Links the output emitted last to the contexts kept for `uid`.
+    fn link(contexts: &KvStore<String, Vec<String>>, uid: &str, out: &mut Outputs) {
+        if let Some(kept) = contexts.get(uid) {
+            out.link_last(kept.iter().cloned());
+        }
+    }
+
     /// A Job observation's effect on its tracked state: the latest Job and epoch, and when
-    /// it is first seen finished, its filing scheduled.
+    /// it is first seen finished, its filing scheduled (then `true`).
     fn observe(
         cfg: &RunsConfig,
         due: &mut KvStore<(StreamTime, String), ()>,
@@ -262,18 +291,20 @@ impl Runs {
         job: Job,
         epoch: i64,
         now: StreamTime,
-    ) {
+    ) -> bool {
         tracked.epoch = epoch;
-        if tracked.finished_seen_at.is_none() && finished(&job) {
+        let newly_finished = tracked.finished_seen_at.is_none() && finished(&job);
+        if newly_finished {
             tracked.finished_seen_at = Some(now);
             if !tracked.filed {
                 due.put((now + cfg.settle_ms, uid.to_owned()), ());
             }
         }
         tracked.job = Some(job);
+        newly_finished
     }
 
-    fn on_pod(&mut self, obs: PodObservation, out: &mut Outputs) {
+    fn on_pod(&mut self, obs: PodObservation, context: Option<&String>, out: &mut Outputs) {
         let Some(pod) = obs.pod else { return };
         out.count("pod_observations", 1);
         // Only a Job's Pods belong to a run; bare and session Pods are other processors'.
@@ -292,8 +323,11 @@ impl Runs {
         if !fresh {
             return;
         }
-        let new = count_terminations(&pod, self.jobs.entry_mut(job_uid));
+        let new = count_terminations(&pod, self.jobs.entry_mut(job_uid.clone()));
         out.count("terminations_counted", new);
+        if new > 0 {
+            self.keep_context(&job_uid, context);
+        }
     }
 
     /// Files `uid`'s run if it finished and is not filed yet.
@@ -302,6 +336,7 @@ impl Runs {
         cfg: &RunsConfig,
         uid: &str,
         tracked: &mut TrackedJob,
+        contexts: &KvStore<String, Vec<String>>,
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
         if tracked.filed {
@@ -312,9 +347,11 @@ impl Runs {
         };
         out.count("runs_filed", 1);
         let window = run.finished_at - run.finished_at.rem_euclid(cfg.window_length_ms);
-        out.emit_direct(0, run.owner.uid.clone(), &run)
-            .and_then(|()| out.emit_direct(1, window.to_string(), &run))
-            .map_err(|e| ProcessError { reason: "encode_failed", detail: format!("run {uid}: {e}") })?;
+        let encode_failed = |e| ProcessError { reason: "encode_failed", detail: format!("run {uid}: {e}") };
+        out.emit_direct(0, run.owner.uid.clone(), &run).map_err(encode_failed)?;
+        Self::link(contexts, uid, out);
+        out.emit_direct(1, window.to_string(), &run).map_err(encode_failed)?;
+        Self::link(contexts, uid, out);
         tracked.filed = true;
         // The breakdown now lives in the fact; later terminations are ignored.
         tracked.exits.clear();
@@ -325,6 +362,7 @@ impl Runs {
     /// Stops tracking `uid`: its state and filing schedule go, a tombstone stays.
     fn evict(&mut self, uid: &str, tracked: &TrackedJob, ended: Ended) {
         self.jobs.delete(&uid.to_owned());
+        self.contexts.delete(&uid.to_owned());
         if let Some(at) = tracked.finished_seen_at {
             self.due.delete(&(at + self.cfg.settle_ms, uid.to_owned()));
         }
@@ -348,7 +386,7 @@ impl Runs {
             .collect();
         for uid in gone {
             if let Some(mut tracked) = self.jobs.get(&uid).cloned() {
-                Self::file(&self.cfg, &uid, &mut tracked, out)?;
+                Self::file(&self.cfg, &uid, &mut tracked, &self.contexts, out)?;
                 self.evict(&uid, &tracked, Ended { epoch, gone_at: Some(now) });
             }
         }
@@ -461,7 +499,7 @@ impl Runs {
             let Some(mut tracked) = self.jobs.get(&uid).cloned() else { continue };
             // A Job expiring before it settled (a TTL of 0, say) is filed first: its run is
             // written before it may disappear.
-            if Self::file(&self.cfg, &uid, &mut tracked, out).is_err() {
+            if Self::file(&self.cfg, &uid, &mut tracked, &self.contexts, out).is_err() {
                 continue;
             }
             let Some(job) = &tracked.job else { continue };
@@ -485,6 +523,7 @@ impl Runs {
                 self.jobs.put(uid, tracked);
                 continue;
             }
+            Self::link(&self.contexts, &uid, out);
             out.count("decisions", 1);
             self.evict(&uid, &tracked, Ended { epoch: tracked.epoch, gone_at: None });
         }
@@ -502,6 +541,7 @@ impl Processor for Runs {
             &mut self.ended,
             &mut self.dependents,
             &mut self.sweeps,
+            &mut self.contexts,
         ]
     }
 
@@ -515,10 +555,10 @@ impl Processor for Runs {
         match input {
             RunsInput::Job(obs) => {
                 self.track_dependent(&obs, meta.partition);
-                self.on_job(obs, now, out)
+                self.on_job(obs, meta.traceparent.as_ref(), now, out)
             }
             RunsInput::Pod(obs) => {
-                self.on_pod(obs, out);
+                self.on_pod(obs, meta.traceparent.as_ref(), out);
                 Ok(())
             }
             RunsInput::AnyJob(obs) => {
@@ -537,7 +577,7 @@ impl Processor for Runs {
             // Filed in place (no clone of the tracked Job); `file` changes it only once the
             // run is written, so a run that could not be encoded stays unfiled, in state.
             if let Some(tracked) = self.jobs.get_mut(&uid) {
-                let _ = Self::file(&self.cfg, &uid, tracked, out);
+                let _ = Self::file(&self.cfg, &uid, tracked, &self.contexts, out);
             }
         }
         // A sweep when stream time enters a new period (none before the first period ends:

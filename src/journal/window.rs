@@ -120,6 +120,9 @@ pub struct Journal {
     windows: KvStore<i64, WindowState>,
     /// (window start, run UID) → run.
     runs: KvStore<(i64, String), JobRun>,
+    /// (window start, run UID) → the trace context of the record that filed the run, until
+    /// the window's next emission links to it (kept only for records that carried one).
+    contexts: KvStore<(i64, String), String>,
     /// Window start → its runs' datums by (finished_at, run UID), the order they are
     /// emitted in. A window is here from its first emission by this instance on (built from
     /// `runs` then), and kept in step with `runs` after that.
@@ -137,7 +140,13 @@ impl Journal {
 
     /// A journal with empty state.
     pub fn new(cfg: JournalConfig) -> Self {
-        Self { cfg, windows: KvStore::new("windows"), runs: KvStore::new("runs"), datums: BTreeMap::new() }
+        Self {
+            cfg,
+            windows: KvStore::new("windows"),
+            runs: KvStore::new("runs"),
+            contexts: KvStore::new("run-contexts"),
+            datums: BTreeMap::new(),
+        }
     }
 
     fn end(&self, start: i64) -> i64 {
@@ -188,8 +197,24 @@ impl Journal {
         if out.emit_keyed_with(0, &key, JobRunWindow::FULL_NAME, write).is_err() {
             state.dirty = true;
             state.revision -= 1;
+        } else {
+            // This revision is the first to carry the runs filed since the last one: it
+            // links to their records, which then need no context any more.
+            let filed = self.take_contexts(start);
+            out.link_last(filed.into_iter().map(|(_, tp)| tp));
         }
         self.windows.put(start, state);
+    }
+
+    /// Removes and returns the trace contexts kept for `start`'s runs.
+    fn take_contexts(&mut self, start: i64) -> Vec<((i64, String), String)> {
+        let range = (start, String::new())..(start + 1, String::new());
+        let taken: Vec<((i64, String), String)> =
+            self.contexts.range(range).map(|(k, tp)| (k.clone(), tp.clone())).collect();
+        for (key, _) in &taken {
+            self.contexts.delete(key);
+        }
+        taken
     }
 }
 
@@ -223,13 +248,13 @@ impl Processor for Journal {
     type Input = JobRun;
 
     fn stores(&mut self) -> Vec<&mut dyn StateStore> {
-        vec![&mut self.windows, &mut self.runs]
+        vec![&mut self.windows, &mut self.runs, &mut self.contexts]
     }
 
     fn process(
         &mut self,
         run: JobRun,
-        _meta: &RecordMeta,
+        meta: &RecordMeta,
         now: StreamTime,
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
@@ -262,6 +287,9 @@ impl Processor for Journal {
                 datums.remove(&(old.finished_at, old.run_uid.clone()));
             }
             datums.insert((run.finished_at, run.run_uid.clone()), datum(&run));
+        }
+        if let Some(tp) = &meta.traceparent {
+            self.contexts.put(key.clone(), tp.clone());
         }
         self.runs.put(key, run);
         state.dirty = true;
@@ -299,6 +327,7 @@ impl Processor for Journal {
         for start in expired {
             self.windows.delete(&start);
             self.datums.remove(&start);
+            self.take_contexts(start);
             let gone: Vec<(i64, String)> = self
                 .runs
                 .range((start, String::new())..(start + 1, String::new()))
@@ -348,7 +377,8 @@ mod tests {
     }
 
     fn feed(j: &mut Journal, runs: Vec<(i64, JobRun)>, out: &mut Outputs) -> Vec<Option<Vec<u8>>> {
-        let meta = RecordMeta { input: 0, partition: 0, offset: 0, timestamp_ms: 0, key: None };
+        let meta =
+            RecordMeta { input: 0, partition: 0, offset: 0, timestamp_ms: 0, key: None, traceparent: None };
         for (now, r) in runs {
             out.set_now(now);
             j.process(r, &meta, now, out).unwrap();
@@ -379,5 +409,41 @@ mod tests {
         let (from_a, from_b) = (feed(&mut a, later.clone(), &mut out_a), feed(&mut b, later, &mut outputs()));
         assert_eq!(from_a.len(), 2, "one emission per changed interval");
         assert_eq!(from_a, from_b);
+    }
+
+    /// A window revision links to the records that filed the runs it carries for the first
+    /// time, each once: a later revision links only to what came since, and a run filed by a
+    /// record without a context adds no link. Linked contexts leave the state.
+    #[test]
+    fn a_window_revision_links_to_the_records_that_filed_its_new_runs() {
+        let mut j = Journal::new(JournalConfig::default());
+        let mut out = outputs();
+        let mut file = |j: &mut Journal, now: i64, r: JobRun, tp: Option<&str>| {
+            let meta = RecordMeta {
+                input: 0,
+                partition: 0,
+                offset: 0,
+                timestamp_ms: now,
+                key: None,
+                traceparent: tp.map(str::to_owned),
+            };
+            out.set_now(now);
+            j.process(r, &meta, now, &mut out).unwrap();
+            j.on_stream_time(now, &mut out);
+            out.take().into_iter().map(|r| r.links).collect::<Vec<_>>()
+        };
+        assert_eq!(file(&mut j, 1_000, run(1, 500, 0), Some("tp-1")), [vec!["tp-1".to_owned()]]);
+        assert_eq!(
+            file(&mut j, 2_000, run(2, 600, 0), Some("tp-2")),
+            Vec::<Vec<String>>::new(),
+            "within the interval"
+        );
+        assert_eq!(file(&mut j, 3_000, run(3, 700, 0), None), Vec::<Vec<String>>::new());
+        assert_eq!(j.contexts.len(), 1, "only run 2's context waits");
+        assert_eq!(
+            file(&mut j, 20_000, run(4, 800, 0), Some("tp-4")),
+            [vec!["tp-2".to_owned(), "tp-4".to_owned()]]
+        );
+        assert_eq!(j.contexts.len(), 0, "linked contexts are dropped");
     }
 }

@@ -316,7 +316,14 @@ async fn step<P: Processor>(
     rec: &LogRecord,
     dead_letters: &mut Vec<DeadLetter>,
 ) {
-    let meta = RecordMeta { input, partition, offset, timestamp_ms: rec.timestamp_ms, key: rec.key.clone() };
+    let meta = RecordMeta {
+        input,
+        partition,
+        offset,
+        timestamp_ms: rec.timestamp_ms,
+        key: rec.key.clone(),
+        traceparent: None,
+    };
     if rec.heartbeat {
         task.advance(&meta);
         return;

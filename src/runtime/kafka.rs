@@ -26,7 +26,7 @@ use std::{
 use opentelemetry::{
     Context, KeyValue,
     global::{BoxedSpan, BoxedTracer},
-    trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _},
+    trace::{Link, Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _},
 };
 use rdkafka::{
     ClientConfig, ClientContext, Message, Offset, TopicPartitionList,
@@ -687,7 +687,8 @@ where
                 // exporter the upstream context unchanged (the trace still connects).
                 let own = span.as_ref().and_then(|span| telemetry::traceparent(span.span_context()));
                 let traceparent = own.as_deref().or(rec.traceparent.as_deref());
-                if let Some((reason, dl)) = step(cfg, codec, handle, &mut slot.task, &all_topics, &rec) {
+                let stepped = step(cfg, codec, handle, &mut slot.task, &all_topics, &rec, traceparent);
+                if let Some((reason, dl)) = stepped {
                     if let Some(span) = &mut span {
                         span.set_status(Status::error(reason));
                     }
@@ -706,9 +707,19 @@ where
                         failed = Some(e);
                     }
                 }
+                // The span becomes the parent of the `emit` spans of outputs that summarise
+                // other inputs too; it ends when this context is dropped.
+                let cx = span.map(|span| Context::new().with_span(span));
                 for out in slot.task.take_outputs() {
                     records_out[out.port] += 1;
-                    let tp = if out.heartbeat { None } else { traceparent };
+                    let emit = match (&tracer, &cx) {
+                        (Some(tracer), Some(cx)) if !out.links.is_empty() => {
+                            Some(emit_span(tracer, cx, &cfg.outputs[out.port], &out.links))
+                        }
+                        _ => None,
+                    };
+                    let linked = emit.as_ref().and_then(|s| telemetry::traceparent(s.span_context()));
+                    let tp = if out.heartbeat { None } else { linked.as_deref().or(traceparent) };
                     if let Err(e) = produce_output(&producer, cfg, &factory.output_partitions, out, tp) {
                         failed = Some(e);
                     }
@@ -867,6 +878,7 @@ fn step<P: Processor>(
     task: &mut Task<P>,
     topics: &[&str],
     rec: &Pending,
+    traceparent: Option<&str>,
 ) -> Option<(&'static str, DeadLetter)> {
     let partition = rec.partition;
     let meta = RecordMeta {
@@ -875,6 +887,7 @@ fn step<P: Processor>(
         offset: rec.offset,
         timestamp_ms: rec.timestamp_ms,
         key: rec.key.clone(),
+        traceparent: traceparent.map(str::to_owned),
     };
     if rec.heartbeat {
         task.advance(&meta);
@@ -1012,6 +1025,29 @@ fn process_span(tracer: &BoxedTracer, topics: &[&str], group: Option<&str>, rec:
         .with_kind(SpanKind::Consumer)
         .with_attributes(attributes)
         .start_with_context(tracer, &parent)
+}
+
+/// The `emit` span (kind producer) of an output that summarises inputs besides the one
+/// being processed (a window, a run filed after it settled): a child of the `process` span
+/// in `cx`, linked to each of those inputs' contexts (docs/TRACING.md).
+fn emit_span(tracer: &BoxedTracer, cx: &Context, topic: &str, links: &[String]) -> BoxedSpan {
+    let links: Vec<Link> = links
+        .iter()
+        .filter_map(|tp| telemetry::parse_traceparent(tp.as_bytes()))
+        .map(Link::with_context)
+        .collect();
+    let attributes = vec![
+        KeyValue::new("messaging.system", "kafka"),
+        KeyValue::new("messaging.operation.type", "send"),
+        KeyValue::new("messaging.operation.name", "emit"),
+        KeyValue::new("messaging.destination.name", topic.to_owned()),
+    ];
+    tracer
+        .span_builder("emit")
+        .with_kind(SpanKind::Producer)
+        .with_attributes(attributes)
+        .with_links(links)
+        .start_with_context(tracer, cx)
 }
 
 /// Queues one record, waiting while librdkafka's queue is full.

@@ -29,7 +29,9 @@ pub mod topics;
 #[cfg(test)]
 mod tests;
 
-pub use processor::{DecodeInput, OutputPort, OutputRecord, Outputs, ProcessError, Processor, RecordMeta};
+pub use processor::{
+    DecodeInput, MAX_LINKS, OutputPort, OutputRecord, Outputs, ProcessError, Processor, RecordMeta,
+};
 pub use store::{KvStore, StateStore, StoreError};
 pub use task::{Merger, Task};
 

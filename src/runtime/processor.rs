@@ -20,7 +20,15 @@ pub struct RecordMeta {
     pub timestamp_ms: i64,
     /// The Kafka key.
     pub key: Option<Vec<u8>>,
+    /// The trace context (W3C `traceparent`) of this record's processing: its `process`
+    /// span, or the upstream header when no span is exported. A processor that emits the
+    /// record's effect later (a window, a sweep) keeps it and links that output to it
+    /// ([`Outputs::link_last`]).
+    pub traceparent: Option<String>,
 }
+
+/// The most inputs one output links to (OpenTelemetry's default span link limit).
+pub const MAX_LINKS: usize = 128;
 
 /// Decodes the raw value of one input record into a processor's input type.
 pub trait DecodeInput: Sized + Send {
@@ -100,6 +108,9 @@ pub struct OutputRecord {
     pub partition: Option<i32>,
     /// Whether this is a forwarded heartbeat (carries the heartbeat header).
     pub heartbeat: bool,
+    /// Trace contexts of the inputs this record summarises beyond the one being
+    /// processed (at most [`MAX_LINKS`]): the runtime links its `emit` span to them.
+    pub links: Vec<String>,
 }
 
 /// The emit side of a processor call: encodes as it goes, with one writer per port.
@@ -221,7 +232,26 @@ impl Outputs {
         partition: Option<i32>,
         heartbeat: bool,
     ) {
-        self.records.push(OutputRecord { port, key, value, timestamp_ms: self.now, partition, heartbeat });
+        let links = Vec::new();
+        self.records.push(OutputRecord {
+            port,
+            key,
+            value,
+            timestamp_ms: self.now,
+            partition,
+            heartbeat,
+            links,
+        });
+    }
+
+    /// Links the record emitted last to the trace contexts of the inputs it summarises
+    /// (kept from their [`RecordMeta::traceparent`]): a window's runs, the observation
+    /// that finished a Job. The first [`MAX_LINKS`] are kept.
+    pub fn link_last(&mut self, contexts: impl IntoIterator<Item = String>) {
+        if let Some(last) = self.records.last_mut() {
+            let room = MAX_LINKS.saturating_sub(last.links.len());
+            last.links.extend(contexts.into_iter().take(room));
+        }
     }
 
     /// The writers, back from a finished task.

@@ -67,8 +67,12 @@ where
         Self { name: name.into(), map: BTreeMap::new(), dirty: BTreeSet::new() }
     }
 
-    /// The value of `key`.
-    pub fn get(&self, key: &K) -> Option<&V> {
+    /// The value of `key` (or of a borrowed form of it: `&str` for a `String` key).
+    pub fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.map.get(key)
     }
 
@@ -186,7 +190,7 @@ mod tests {
             restored.restore(k, v.as_deref()).unwrap();
         }
         assert_eq!(restored.iter().collect::<Vec<_>>(), s.iter().collect::<Vec<_>>());
-        assert_eq!(restored.get(&"b".into()), Some(&2));
+        assert_eq!(restored.get("b"), Some(&2));
         assert!(restored.take_changes().is_empty(), "restoring is not a change");
     }
 
