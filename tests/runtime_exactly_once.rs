@@ -23,6 +23,7 @@ use kubefacts::{
 use rdkafka::{
     ClientConfig, Message, Offset, TopicPartitionList,
     consumer::{BaseConsumer, Consumer},
+    message::{Header, Headers, OwnedHeaders},
     producer::{BaseRecord, Producer, ThreadedProducer},
 };
 use support::{Infra, KillOnDrop as Instance, infra, unique_name};
@@ -54,6 +55,13 @@ fn input_log(codec: &Codec, n: usize, keys: usize, corrupt_every: usize) -> MemT
 }
 
 /// Writes the log to `topic` partition by partition, in order (offsets equal the indexes).
+/// The `traceparent` header produced with the record at `offset` of `partition`: one trace
+/// per record, so a forwarded header names the record it came from.
+fn traceparent_of(partition: i32, offset: usize) -> String {
+    format!("00-{:032x}-{:016x}-01", ((partition as u128) << 64) | (offset as u128 + 1), offset + 1)
+}
+
+/// Produces `log` to `topic`, each record with its [`traceparent_of`] header.
 fn produce_log(infra: &Infra, topic: &str, log: &MemTopic) {
     let producer: ThreadedProducer<_> = ClientConfig::new()
         .set("bootstrap.servers", &infra.bootstrap)
@@ -62,9 +70,13 @@ fn produce_log(infra: &Infra, topic: &str, log: &MemTopic) {
         .create()
         .unwrap();
     for (p, records) in log.partitions.iter().enumerate() {
-        for r in records {
-            let mut rec: BaseRecord<'_, [u8], [u8]> =
-                BaseRecord::to(topic).partition(p as i32).timestamp(r.timestamp_ms);
+        for (offset, r) in records.iter().enumerate() {
+            let traceparent = traceparent_of(p as i32, offset);
+            let header = Header { key: "traceparent", value: Some(&traceparent) };
+            let mut rec: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic)
+                .partition(p as i32)
+                .timestamp(r.timestamp_ms)
+                .headers(OwnedHeaders::new().insert(header));
             if let Some(k) = &r.key {
                 rec = rec.key(k);
             }
@@ -88,6 +100,11 @@ fn produce_log(infra: &Infra, topic: &str, log: &MemTopic) {
 
 /// Every committed record of a topic: (partition, key, value), in partition order.
 fn read_committed(infra: &Infra, topic: &str) -> Vec<(i32, Bytes, Bytes)> {
+    read_committed_traced(infra, topic).into_iter().map(|(p, k, v, _)| (p, k, v)).collect()
+}
+
+/// [`read_committed`] with each record's `traceparent` header.
+fn read_committed_traced(infra: &Infra, topic: &str) -> Vec<(i32, Bytes, Bytes, Option<String>)> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &infra.bootstrap)
         .set("group.id", unique_name("verify"))
@@ -109,7 +126,16 @@ fn read_committed(infra: &Infra, topic: &str) -> Vec<(i32, Bytes, Bytes)> {
         assert!(Instant::now() < deadline, "reading {topic} took over 60 s");
         match consumer.poll(Duration::from_secs(1)) {
             Some(Ok(m)) => {
-                out.push((m.partition(), m.key().map(<[u8]>::to_vec), m.payload().map(<[u8]>::to_vec)))
+                let traceparent = m.headers().and_then(|h| {
+                    let h = h.iter().find(|h| h.key == "traceparent")?;
+                    Some(String::from_utf8_lossy(h.value?).into_owned())
+                });
+                out.push((
+                    m.partition(),
+                    m.key().map(<[u8]>::to_vec),
+                    m.payload().map(<[u8]>::to_vec),
+                    traceparent,
+                ))
             }
             Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => eof += 1,
             Some(Err(e)) => panic!("reading {topic}: {e}"),
@@ -172,6 +198,9 @@ impl Pipeline {
             .args(["--application-id", &self.app, "--instance-id", instance, "--bootstrap", &infra.bootstrap])
             .args(["--session-timeout-ms", "6000"])
             .env("RUST_LOG", "kubefacts=info")
+            // No span export: the runtime forwards input trace headers as they are.
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -257,14 +286,17 @@ async fn bad_records_are_dead_lettered_with_their_offsets_and_good_ones_counted_
     let outputs = tokio::task::block_in_place(|| p.wait_for_outputs(&infra, good, 90, &mut [&mut child]));
     assert_exactly_once(&outputs, &log, &p.logs());
 
-    let dead = tokio::task::block_in_place(|| read_committed(&infra, &p.dead_letter));
+    let dead = tokio::task::block_in_place(|| read_committed_traced(&infra, &p.dead_letter));
     assert_eq!(dead.len(), log.len() - good, "{}", p.logs());
-    for (_, key, value) in dead {
+    for (_, key, value, traceparent) in dead {
         let dl: DeadLetter = codec.decode_as(&value.unwrap()).await.unwrap();
         let original = &log.partitions[dl.source_partition as usize][dl.source_offset as usize];
         assert_eq!((dl.reason.as_str(), dl.source_topic.as_str()), ("unknown_framing", p.input.as_str()));
         assert_eq!(dl.value, original.value, "the dead letter carries the original bytes");
         assert_eq!(key, original.key, "keyed like the original");
+        // Nothing is exported here: the input's trace context is forwarded unchanged.
+        let input_context = traceparent_of(dl.source_partition, dl.source_offset as usize);
+        assert_eq!(traceparent, Some(input_context), "the dead letter continues its record's trace");
     }
 
     // The endpoint counts them by reason, and shows the one instance's tasks: the lag of

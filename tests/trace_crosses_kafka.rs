@@ -7,15 +7,17 @@
 //! attributes directly (docs/TRACING.md).
 //!
 //! Session projections are emitted while their session/pod record is processed: publish →
-//! process → header. Job-run facts are filed when stream time passes a run's due time, and
-//! in the demo that is always a keyless snapshot marker (no publish span): their header
-//! names the marker's `process` span, a trace root, and the test checks the record really is
-//! keyless.
+//! process → header. Job-run facts are filed when stream time passes a run's due time (in
+//! the demo a keyless snapshot marker advances it), journal windows and coverage alerts when
+//! stream time closes or judges them: their header names an `emit` span, child of the
+//! `process` span of the record that advanced time, linked to the records the output
+//! summarises. The test follows those links back to the publish spans of the Job and
+//! CronJob observations.
 
 mod support;
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeSet, HashMap, HashSet},
     time::{Duration, Instant},
 };
 
@@ -151,6 +153,8 @@ async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
 
     let facts = format!("{prefix}job-run-facts.v1");
     let projections = format!("{prefix}session-projections.v1");
+    let windows = format!("{prefix}job-runs.v1");
+    let alerts = format!("{prefix}coverage-alerts.v1");
     let deadline = Instant::now() + Duration::from_secs(90);
     let read = |topic: &str| {
         let (b, t) = (infra.bootstrap.clone(), topic.to_owned());
@@ -158,8 +162,10 @@ async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
     };
     loop {
         let (f, p) = (read(&facts).await.unwrap(), read(&projections).await.unwrap());
+        let (w, a) = (read(&windows).await.unwrap(), read(&alerts).await.unwrap());
         let traced = |r: &Vec<(Vec<u8>, Option<String>)>| r.iter().filter(|(_, h)| h.is_some()).count();
-        if (traced(&f) >= 4 && traced(&p) > 0) || Instant::now() > deadline {
+        let all = traced(&f) >= 4 && traced(&p) > 0 && traced(&w) > 0 && traced(&a) > 0;
+        if all || Instant::now() > deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -199,10 +205,30 @@ async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
         }
     }
 
-    // Every output record's header names one of the process spans of the stage that wrote
-    // it; follow each to the start of its trace.
+    // Every emit span: a producer span on an output topic, child of a process span of the
+    // same stage (in this process, not through Kafka), linked to spans of ours.
+    for emit in spans.iter().filter(|s| s.name == "emit") {
+        assert_eq!(emit.span_kind, SpanKind::Producer);
+        assert_eq!(string(emit, "messaging.system"), "kafka");
+        assert!(string(emit, "messaging.destination.name").starts_with(&prefix), "{}", describe(emit));
+        let parent = by_id.get(&emit.parent_span_id).expect("an emit span has a parent");
+        assert_eq!((parent.name.as_ref(), emit.parent_span_is_remote), ("process", false));
+        assert!(!emit.links.links.is_empty(), "{}", describe(emit));
+        for link in &emit.links.links {
+            assert!(
+                by_id.contains_key(&link.span_context.span_id()),
+                "{} links to no span of ours",
+                describe(emit)
+            );
+        }
+    }
+
+    // Every output record's header names one of the process (or emit) spans of the stage
+    // that wrote it; follow each to the start of its trace.
     let mut chains: Vec<(String, Vec<String>)> = Vec::new();
-    for topic in [&facts, &projections] {
+    // The topics of the publish spans each record's spans reach through parents and links.
+    let mut reached: Vec<(String, &SpanData, BTreeSet<String>)> = Vec::new();
+    for topic in [&facts, &projections, &windows, &alerts] {
         let records = read(topic).await.unwrap();
         let traced: Vec<_> = records.iter().filter_map(|(k, h)| Some((k, h.as_deref()?))).collect();
         assert!(!traced.is_empty(), "no record of {topic} has a traceparent");
@@ -215,8 +241,9 @@ async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
             let span_id = SpanId::from_hex(parts[2]).unwrap();
             let mut span =
                 *by_id.get(&span_id).unwrap_or_else(|| panic!("{topic} {key}: no span {span_id} of ours"));
-            assert_eq!(span.name, "process");
+            assert!(span.name == "process" || span.name == "emit", "{}", describe(span));
             assert_eq!(span.span_context.trace_id().to_string(), parts[1]);
+            reached.push((topic.clone(), span, published_topics(span, &by_id)));
             let mut chain = vec![describe(span)];
             while let Some(parent) = by_id.get(&span.parent_span_id) {
                 span = parent;
@@ -243,4 +270,34 @@ async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
         assert_eq!(chain.len(), 2, "{record}: {chain:?}");
         assert!(chain[1].starts_with("publish "), "{record}: {chain:?}");
     }
+    // A run fact, a journal window and a coverage alert each reach the observation that
+    // caused them through links: the Job that finished, the CronJob judged.
+    let jobs = format!("{prefix}jobs.v1");
+    let cronjobs = format!("{prefix}cronjobs.v1");
+    for (topic, source) in [(&facts, &jobs), (&windows, &jobs), (&alerts, &cronjobs)] {
+        let linked = reached
+            .iter()
+            .filter(|(t, span, topics)| t == topic && span.name == "emit" && topics.contains(source))
+            .count();
+        eprintln!("{topic}: {linked} records linked back to a publish span on {source}");
+        assert!(linked > 0, "no record of {topic} reaches an observation published to {source}");
+    }
+}
+
+/// The destination topics of the `publish` spans reachable from `span` through parents and
+/// links.
+fn published_topics(span: &SpanData, by_id: &HashMap<SpanId, &SpanData>) -> BTreeSet<String> {
+    let (mut seen, mut todo, mut topics) = (HashSet::new(), vec![span], BTreeSet::new());
+    while let Some(s) = todo.pop() {
+        if !seen.insert(s.span_context.span_id()) {
+            continue;
+        }
+        if s.name == "publish" {
+            topics.insert(string(s, "messaging.destination.name"));
+        }
+        let next =
+            std::iter::once(s.parent_span_id).chain(s.links.links.iter().map(|l| l.span_context.span_id()));
+        todo.extend(next.filter_map(|id| by_id.get(&id).copied()));
+    }
+    topics
 }
