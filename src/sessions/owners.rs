@@ -132,9 +132,10 @@ impl Processor for SessionOwners {
             }
         }
         total.revision += 1;
-        // When the change happened in `[sessions]`: our own stream time depends on how the
-        // upstream tasks' records interleave in the repartition topic.
-        total.stream_time = record.stream_time;
+        // The latest `[sessions]` change time the total includes. Not our own stream time,
+        // nor the last record's: both depend on how the upstream tasks' records interleave
+        // in the repartition topic (two sessions of one owner change in two tasks).
+        total.stream_time = total.stream_time.max(record.stream_time);
         match out.emit(0, owner.as_bytes().to_vec(), &total) {
             Ok(()) => out.count("session_owners_totals", 1),
             Err(_) => out.count("session_owners_encode_failed", 1),

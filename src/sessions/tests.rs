@@ -611,6 +611,22 @@ async fn owner_totals_follow_their_sessions() {
     );
 }
 
+/// Two sessions of one owner change in two `[sessions]` tasks, whose records reach the owner
+/// in either order: the totals say the same in both, stamped with the later change.
+#[tokio::test]
+async fn owner_totals_do_not_depend_on_how_upstream_tasks_interleave() {
+    let at = |mut r: SessionRetained, t: i64| {
+        r.stream_time = t;
+        r
+    };
+    let early = ("a", at(held("s1", "a", true, Some(250), Some(GIB)), T0));
+    let late = ("a", at(held("s2", "a", true, None, Some(GIB)), T0 + 60_000));
+    let (one, _) = run_owners(vec![early.clone(), late.clone()]).await;
+    let (other, _) = run_owners(vec![late, early]).await;
+    assert_eq!(one.last(), other.last());
+    assert_eq!(one.last().map(|t| (t.revision, t.stream_time)), Some((2, T0 + 60_000)));
+}
+
 #[tokio::test]
 async fn the_owner_stage_sums_what_the_sessions_stage_says_is_retained() {
     let applied = ObservationEvent::Applied;
