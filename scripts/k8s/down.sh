@@ -19,6 +19,9 @@ if [[ ! -f "$K8S_PIDS" ]]; then
 fi
 T0="$(now)"
 stopped=()
+for name in "${K8S_COMPONENTS[@]}"; do
+  if is_running "$name"; then stopped+=("$name"); fi
+done
 # The three clients first, together (they only talk to the API server), then the API server,
 # then etcd.
 for name in kwok kube-scheduler kube-controller-manager; do
@@ -26,7 +29,6 @@ for name in kwok kube-scheduler kube-controller-manager; do
 done
 for (( i = ${#K8S_COMPONENTS[@]} - 1; i >= 0; i-- )); do
   name="${K8S_COMPONENTS[$i]}"
-  if is_running "$name"; then stopped+=("$name"); fi
   stop_one "$name"
 done
 rm -f "$K8S_RUN/env"

@@ -207,7 +207,7 @@ await() {
   until "$@" >/dev/null 2>&1; do
     check_alive
     if [[ "$(elapsed "$t0" | cut -d. -f1)" -ge "$READY_TIMEOUT" ]]; then
-      fail "$name" "not ready after $READY_TIMEOUT s: $what" "$K8S_LOGS/$name.log"
+      fail "$name" "not ready after $READY_TIMEOUT s (waiting for: $what)" "$K8S_LOGS/$name.log"
     fi
     sleep 0.2
   done
