@@ -155,6 +155,19 @@ async fn missing_topics_without_create_name_the_commands_that_fix_it() {
     assert_eq!(statuses(&ok), [(&*changelog, 4, TopicAction::Existed), (&*input, 4, TopicAction::Existed)]);
 }
 
+/// A topic named twice (a stage reading `jobs.v1` as an input and as a global input, on a
+/// broker where it does not exist yet) is created once: Kafka refuses a CreateTopics
+/// request naming a topic twice with InvalidRequest, which is how the control-plane test
+/// found this (`kubefacts process --create-topics` started before the watcher).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_named_twice_is_created_once() {
+    let spec = TopicSpec::new(unique_name("twice"), 3);
+    let statuses = ensure_topics(&admin(), &[spec.clone(), spec.clone()], true).await.unwrap();
+    assert_eq!(statuses.len(), 2);
+    assert!(statuses.iter().all(|s| s.name == spec.name && s.action == TopicAction::Created), "{statuses:?}");
+    assert_eq!(partitions_of(&admin(), &spec.name), Some(3));
+}
+
 /// Instances starting together all succeed, each topic is created once, and one that wants
 /// another partition count than the winner is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

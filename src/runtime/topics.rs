@@ -222,8 +222,13 @@ pub async fn ensure_topics<C: ClientContext>(
 ) -> Result<Vec<TopicStatus>, TopicsError> {
     let metadata = fetch_metadata(admin)?;
     let counts = partition_counts(&metadata);
+    // Each name once (the first spec of it wins): a stage may name a topic twice, as an
+    // input and as a global input, and Kafka refuses a CreateTopics request that names a
+    // topic twice (InvalidRequest).
+    let mut named = std::collections::BTreeSet::new();
+    let unique = specs.iter().filter(|s| named.insert(s.name.as_str()));
     let (present, missing): (Vec<&TopicSpec>, Vec<&TopicSpec>) =
-        specs.iter().partition(|s| counts.contains_key(s.name.as_str()));
+        unique.partition(|s| counts.contains_key(s.name.as_str()));
     verify(admin, &present, &counts).await?;
     let mut actions: BTreeMap<&str, TopicAction> =
         present.iter().map(|s| (s.name.as_str(), TopicAction::Existed)).collect();
