@@ -307,9 +307,19 @@ impl Admission {
             Some(false) => {}
         }
         match object {
-            KubeObject::CronJob(_) => {
-                // 3. A CronJob's own annotation is step 3 for it and for its Jobs.
-                if self.opted_out(meta) {
+            KubeObject::CronJob(cj) => {
+                // 3. A CronJob's own annotation is step 3 for it and for its Jobs. So is one
+                // on its Job template or that template's pod template: every run it makes
+                // would be excluded (step 4), and a CronJob seen without its runs would look
+                // overdue to `[coverage]`.
+                let job_template = cj.spec.as_ref().map(|s| &s.job_template);
+                let job_meta = job_template.and_then(|t| t.metadata.as_ref());
+                let pod_meta =
+                    job_template.and_then(|t| t.spec.as_ref()).and_then(|s| s.template.metadata.as_ref());
+                if self.opted_out(meta)
+                    || job_meta.is_some_and(|m| self.opted_out(m))
+                    || pod_meta.is_some_and(|m| self.opted_out(m))
+                {
                     return Ok(Verdict::Excluded(Step::CronJobAnnotation));
                 }
             }
@@ -569,6 +579,24 @@ mod tests {
         let (kinds, counts) = run(AdmissionConfig::default(), false, true, false, false, false);
         assert!(kinds.is_empty(), "{kinds:?}");
         assert_eq!(counts.excluded_at(Step::CronJobAnnotation), 3, "{counts:?}");
+    }
+
+    /// Found by the control-plane test: a CronJob whose pod template opts out made Jobs and
+    /// Pods that were excluded while the CronJob itself was published, so `[coverage]` saw a
+    /// CronJob that never ran.
+    #[test]
+    fn step_3_an_opt_out_on_the_cronjobs_templates_excludes_it_too() {
+        for template in ["/spec/jobTemplate/metadata", "/spec/jobTemplate/spec/template/metadata"] {
+            let mut gate = Admission::new(AdmissionConfig::default());
+            let mut cj = cronjob(CJ, "etl", false);
+            let at = template.rsplit_once('/').unwrap().0;
+            cj.pointer_mut(at).unwrap()["metadata"] = json!({"annotations": annotations(true)});
+            let mut out = gate.offer(entry(T0, namespace("etl", false)));
+            out.extend(gate.offer(entry(T0 + 1, cj)));
+            out.extend(gate.offer(entry(T0 + 2, job(JOB, "etl", Some(CJ), false, false))));
+            assert!(out.is_empty(), "{template}: {out:?}");
+            assert_eq!(gate.counts().excluded_at(Step::CronJobAnnotation), 2, "{template}");
+        }
     }
 
     #[test]
