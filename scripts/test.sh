@@ -2,8 +2,10 @@
 # The project's test command: ./scripts/test.sh [extra args for `cargo test --all-targets`]
 #
 # Starts the real test infrastructure on loopback (scripts/infra/up.sh: Kafka 4.4.0 KRaft,
-# Apicurio Registry 3.3.3, the fastavro venv), stops it again on exit whatever happens
-# (scripts/infra/down.sh), and in between runs:
+# Apicurio Registry 3.3.3, the fastavro venv; scripts/k8s/up.sh: a Kubernetes v1.34.4 control
+# plane with kwok nodes, built from the Go module proxy on first use, ~10 min cold), stops it
+# again on exit whatever happens (scripts/infra/down.sh, scripts/k8s/down.sh), and in between
+# runs:
 #   cargo fmt --check
 #   cargo clippy --all-targets -- -D warnings
 #   cargo test --all-targets "$@"
@@ -19,6 +21,7 @@ SUMMARY=()
 finish() {
   local rc=$?
   trap - EXIT
+  ./scripts/k8s/down.sh --quiet || true
   ./scripts/infra/down.sh || true
   printf '\n'
   local line
@@ -27,7 +30,7 @@ finish() {
     printf '==> test.sh passed in %s s\n' "$(since "$T_START")"
   else
     printf '==> test.sh FAILED (exit %s) after %s s\n' "$rc" "$(since "$T_START")"
-    printf '    server logs: .cache/run/kafka/server.log, .cache/run/registry/registry.log (kept until the next up)\n'
+    printf '    server logs: .cache/run/kafka/server.log, .cache/run/registry/registry.log, .cache/k8s/run/logs/ (kept until the next up)\n'
   fi
   if [[ -f .cache/run/cargo-test.log ]]; then
     # One plain line with the totals of every test binary.
@@ -52,6 +55,9 @@ step() {
 step "infra up (scripts/infra/up.sh)" ./scripts/infra/up.sh
 # shellcheck source=/dev/null
 source .cache/run/env
+step "kubernetes up (scripts/k8s/up.sh)" ./scripts/k8s/up.sh
+# shellcheck source=/dev/null
+source .cache/k8s/run/env
 step "cargo fmt --check" cargo fmt --check
 step "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
 # Keep cargo's output on the terminal and in a file, to total the results at the end.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds (once, cached under .cache/k8s/<k8s-version>/bin/) the binaries of a real Kubernetes
+# Builds (once, cached under ~/.cache/kubefacts/k8s/<k8s-version>/bin/) the binaries of a real Kubernetes
 # control plane, from source fetched through the Go module proxy:
 #   - kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (k8s.io/kubernetes)
 #   - etcd                                                              (go.etcd.io/etcd/server/v3)
@@ -7,7 +7,7 @@
 # k8s.io/kubernetes cannot be `go install`ed (its go.mod pins its staging modules k8s.io/api,
 # client-go, ... at v0.0.0 and replaces them with ./staging paths), and etcd's and kwok's go.mod
 # carry replace directives too, so each is built from a tiny wrapper module generated under
-# .cache/k8s/<k8s-version>/src/ (never in git). For Kubernetes the wrapper replaces every staging
+# ~/.cache/kubefacts/k8s/<k8s-version>/src/ (never in git). For Kubernetes the wrapper replaces every staging
 # module that k8s.io/kubernetes requires with its published v0.Y.Z.
 # A stamp per binary, keyed by the versions and the build recipe, makes a second run a no-op.
 # Environment: KUBEFACTS_K8S_VERSION (default v1.34.4), KUBEFACTS_ETCD_VERSION (v3.6.4),

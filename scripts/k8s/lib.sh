@@ -12,7 +12,10 @@ ETCD_VERSION="${KUBEFACTS_ETCD_VERSION:-v3.6.4}"
 KWOK_VERSION="${KUBEFACTS_KWOK_VERSION:-v0.8.0}"
 
 CACHE_DIR="$REPO_ROOT/.cache"
-K8S_HOME="$CACHE_DIR/k8s/$K8S_VERSION"
+# The built binaries are shared by every checkout on the machine (a fresh clone on a warm
+# machine rebuilds nothing); the run directory belongs to this checkout.
+K8S_BUILD_CACHE="${KUBEFACTS_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubefacts/k8s}"
+K8S_HOME="$K8S_BUILD_CACHE/$K8S_VERSION"
 K8S_BIN="$K8S_HOME/bin"
 K8S_RUN="$CACHE_DIR/k8s/run"
 K8S_LOGS="$K8S_RUN/logs"
