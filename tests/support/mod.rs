@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod fake_kube;
+pub mod k8s;
 pub mod sample;
 
 use std::{
