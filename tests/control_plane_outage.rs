@@ -8,6 +8,20 @@ mod support;
 use kubefacts::coverage::{CoverageAlert, CoverageState};
 use support::k8s::{Pipeline, cluster, cronjob, wait_for};
 
+/// Starts kube-controller-manager when dropped (without panicking: it may run while a
+/// failed assertion unwinds).
+struct StartOnDrop<'a>(&'a support::k8s::Cluster);
+
+impl Drop for StartOnDrop<'_> {
+    fn drop(&mut self) {
+        let started =
+            std::process::Command::new(&self.0.ctl).args(["start", "kube-controller-manager"]).status();
+        if !started.as_ref().is_ok_and(|s| s.success()) {
+            eprintln!("could not start kube-controller-manager again: {started:?}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cronjob_overdue_while_the_controller_manager_is_stopped_is_manager_stopped_not_firing() {
     let c = cluster();
@@ -30,6 +44,9 @@ async fn a_cronjob_overdue_while_the_controller_manager_is_stopped_is_manager_st
     .await;
 
     c.ctl("stop", "kube-controller-manager");
+    // Started again however this test ends: a failure must not leave the shared control
+    // plane without its controllers.
+    let mut down = Some(StartOnDrop(&c));
     let stopped = std::time::Instant::now();
     let manager_stopped =
         wait_for(&p, 150, "MANAGER_STOPPED while the controller manager is down", async || {
@@ -39,7 +56,7 @@ async fn a_cronjob_overdue_while_the_controller_manager_is_stopped_is_manager_st
     assert_eq!(manager_stopped.manager_lease, "kube-system/kube-controller-manager");
     let remaining = std::time::Duration::from_secs(130).saturating_sub(stopped.elapsed());
     tokio::time::sleep(remaining).await;
-    c.ctl("start", "kube-controller-manager");
+    drop(down.take()); // starts it again
 
     // The manager takes its Lease back and starts the missed run: coverage resumes.
     let history = wait_for(&p, 180, "coverage OK again after the restart", async || {

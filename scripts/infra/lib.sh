@@ -41,26 +41,10 @@ ALERTMANAGER_MARKER="--storage.path=$RUN_DIR/alertmanager/data"
 # Seconds to wait for each server to become ready.
 READY_TIMEOUT="${KUBEFACTS_INFRA_READY_TIMEOUT:-120}"
 
-info() { printf 'infra: %s\n' "$*"; }
-
-# fail COMPONENT REASON [LOGFILE]: one clear line, then the tail of the component's log.
-fail() {
-  local component="$1" reason="$2" log="${3:-}"
-  printf 'infra: FAILED [%s] %s\n' "$component" "$reason" >&2
-  if [[ -n "$log" && -s "$log" ]]; then
-    printf -- '----- last 40 lines of %s -----\n' "$log" >&2
-    tail -n 40 "$log" >&2
-    printf -- '----- end of %s -----\n' "$log" >&2
-  elif [[ -n "$log" ]]; then
-    printf 'infra: (its log %s is empty or missing)\n' "$log" >&2
-  fi
-  exit 1
-}
-
-now() { date +%s.%N; }
-
-# elapsed START: seconds since START with one decimal.
-elapsed() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.1f", e - s }'; }
+LOG_PREFIX=infra
+FAIL_TAIL_LINES=40
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 
 # sha256 of a file (used to invalidate caches when their recipe changes).
 file_sha() { sha256sum "$1" | cut -d' ' -f1; }

@@ -27,26 +27,10 @@ K8S_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 # Seconds to wait for each piece to become ready.
 READY_TIMEOUT="${KUBEFACTS_K8S_READY_TIMEOUT:-120}"
 
-info() { printf 'k8s: %s\n' "$*"; }
-
-# fail COMPONENT REASON [LOGFILE]: one clear line, then the tail of the component's log.
-fail() {
-  local component="$1" reason="$2" log="${3:-}"
-  printf 'k8s: FAILED [%s] %s\n' "$component" "$reason" >&2
-  if [[ -n "$log" && -s "$log" ]]; then
-    printf -- '----- last 30 lines of %s -----\n' "$log" >&2
-    tail -n 30 "$log" >&2
-    printf -- '----- end of %s -----\n' "$log" >&2
-  elif [[ -n "$log" ]]; then
-    printf 'k8s: (its log %s is empty or missing)\n' "$log" >&2
-  fi
-  exit 1
-}
-
-now() { date +%s.%N; }
-
-# elapsed START: seconds since START with one decimal.
-elapsed() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.1f", e - s }'; }
+LOG_PREFIX=k8s
+FAIL_TAIL_LINES=30
+# shellcheck source=scripts/common.sh
+source "$K8S_SCRIPTS/../common.sh"
 
 # free_ports N: prints N distinct free TCP ports on 127.0.0.1, space separated.
 free_ports() {
