@@ -814,8 +814,11 @@ outputs = ["{output}"]
     let buckets: Vec<&str> = outputs.iter().map(|o| o.key.as_str()).collect();
     assert!(buckets.iter().all(|k| k.starts_with("bucket-")), "the count stage read re-keyed records");
 
-    // Both stages report on the one endpoint, each under its own label.
+    // Both stages report on the one endpoint, each under its own label. What each stage of
+    // this instance moved depends on how the rebalances split the partitions with b (CI saw
+    // a's count stage at 0 once, all of its work done by b): the two together moved records.
     let body = reqwest::get(format!("http://{metrics_addr}/metrics")).await.unwrap().text().await.unwrap();
+    let mut moved = 0.0;
     for (stage, input, output) in [("rekey", &p.input, &repartition), ("count", &repartition, &p.output)] {
         for (family, topic) in
             [("kubefacts_records_in_total", input), ("kubefacts_records_out_total", output)]
@@ -826,7 +829,7 @@ outputs = ["{output}"]
                 .find(|l| l.starts_with(&series))
                 .unwrap_or_else(|| panic!("no {series}for stage {stage}:\n{body}"));
             let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
-            assert!(value > 0.0, "stage {stage} moved nothing: {line}");
+            moved += value;
         }
         // Lag is per assigned partition of the stage's input, never per stage alone.
         let lag = format!("kubefacts_consumer_lag_records{{stage=\"{stage}\",");
@@ -834,6 +837,7 @@ outputs = ["{output}"]
             assert!(line.contains(&format!(",topic=\"{input}\",partition=\"")), "{line}");
         }
     }
+    assert!(moved > 0.0, "neither stage of instance a moved a record:\n{body}");
     // The count stage's store was seen (its series stays, at 0 while a holds no task).
     assert!(body.contains("kubefacts_state_entries{stage=\"count\",store=\""), "{body}");
     for c in &mut instances {

@@ -49,10 +49,17 @@ PY
 
 # pid_is_ours PID MARKER: true if PID is alive and its command line carries MARKER.
 pid_is_ours() {
-  local pid="$1" marker="$2"
+  local pid="$1" marker="$2" try cmdline
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  [[ -r "/proc/$pid/cmdline" ]] || return 1
-  { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -F -- "$marker"
+  # A process between two execs (setsid → bash → the binary) briefly shows an empty
+  # cmdline: up.sh once took a starting kube-apiserver for dead. Look again before saying no.
+  for try in 1 2 3 4 5; do
+    [[ -r "/proc/$pid/cmdline" ]] || return 1
+    cmdline="$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null)"
+    [[ -n "$cmdline" ]] && break
+    sleep 0.1
+  done
+  grep -q -F -- "$marker" <<<"$cmdline"
 }
 
 # The marker of every process we start: its own binary path under this checkout's cache plus
