@@ -98,21 +98,6 @@ find_java() {
   [[ -n "$best" ]] && printf '%s\n' "$best"
 }
 
-# free_ports N: prints N distinct free TCP ports on 127.0.0.1, space separated.
-# All sockets are held open together so the N ports differ from each other.
-free_ports() {
-  python3 - "$1" <<'EOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-for s in socks:
-    s.close()
-EOF
-}
 
 # pid_is_ours PID MARKER: true if PID is alive and its command line carries MARKER.
 pid_is_ours() {

@@ -32,20 +32,6 @@ FAIL_TAIL_LINES=30
 # shellcheck source=scripts/common.sh
 source "$K8S_SCRIPTS/../common.sh"
 
-# free_ports N: prints N distinct free TCP ports on 127.0.0.1, space separated.
-free_ports() {
-  python3 - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-for s in socks:
-    s.close()
-PY
-}
 
 # pid_is_ours PID MARKER: true if PID is alive and its command line carries MARKER.
 pid_is_ours() {
