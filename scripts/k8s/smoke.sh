@@ -64,6 +64,14 @@ t="$(wait_jq "namespace $NS service account" 60 "/api/v1/namespaces/$NS/servicea
 ok "namespace $NS" "default ServiceAccount after $t s"
 
 BASE="/apis/batch/v1/namespaces/$NS"
+# pod_end JOB WANT: the Job's pod ended as WANT ("<phase> <reason> exitCode=<code>").
+pod_end() {
+  local job="$1" want="$2" got
+  got="$(kapi GET "/api/v1/namespaces/$NS/pods?labelSelector=batch.kubernetes.io%2Fjob-name%3D$job" |
+    jq -r '[.items[0].status.phase, (.items[0].status.containerStatuses[0].state.terminated | "\(.reason) exitCode=\(.exitCode)")] | join(" ")')"
+  [[ "$got" == "$want" ]] || bad "$job pod" "phase/terminated: '$got', want '$want'"
+  ok "$job pod" "$got"
+}
 job job-ok "" 6 | post "$BASE/jobs"
 job job-error error 0 | post "$BASE/jobs"
 job job-oom oomkilled 0 | post "$BASE/jobs"
@@ -71,26 +79,17 @@ job job-oom oomkilled 0 | post "$BASE/jobs"
 t="$(wait_jq "job-ok Complete" 90 "$BASE/jobs/job-ok" \
   'any(.status.conditions[]?; .type == "Complete" and .status == "True") and .status.succeeded == 1')"
 ok "job-ok: Complete=True, succeeded=1" "after $t s"
-reason="$(kapi GET "/api/v1/namespaces/$NS/pods?labelSelector=batch.kubernetes.io%2Fjob-name%3Djob-ok" |
-  jq -r '[.items[0].status.phase, (.items[0].status.containerStatuses[0].state.terminated | "\(.reason) exitCode=\(.exitCode)")] | join(" ")')"
-[[ "$reason" == "Succeeded Completed exitCode=0" ]] || bad "job-ok pod" "phase/terminated: '$reason', want 'Succeeded Completed exitCode=0'"
-ok "job-ok pod" "$reason"
+pod_end job-ok "Succeeded Completed exitCode=0"
 
 t="$(wait_jq "job-error Failed" 90 "$BASE/jobs/job-error" \
   'any(.status.conditions[]?; .type == "Failed" and .status == "True" and .reason == "BackoffLimitExceeded")')"
 ok "job-error: Failed=True, BackoffLimitExceeded" "after $t s"
-reason="$(kapi GET "/api/v1/namespaces/$NS/pods?labelSelector=batch.kubernetes.io%2Fjob-name%3Djob-error" |
-  jq -r '[.items[0].status.phase, (.items[0].status.containerStatuses[0].state.terminated | "\(.reason) exitCode=\(.exitCode)")] | join(" ")')"
-[[ "$reason" == "Failed Error exitCode=1" ]] || bad "job-error pod" "phase/terminated: '$reason', want 'Failed Error exitCode=1'"
-ok "job-error pod" "$reason"
+pod_end job-error "Failed Error exitCode=1"
 
 t="$(wait_jq "job-oom Failed" 90 "$BASE/jobs/job-oom" \
   'any(.status.conditions[]?; .type == "Failed" and .status == "True")')"
 ok "job-oom: Failed=True" "after $t s"
-reason="$(kapi GET "/api/v1/namespaces/$NS/pods?labelSelector=batch.kubernetes.io%2Fjob-name%3Djob-oom" |
-  jq -r '[.items[0].status.phase, (.items[0].status.containerStatuses[0].state.terminated | "\(.reason) exitCode=\(.exitCode)")] | join(" ")')"
-[[ "$reason" == "Failed OOMKilled exitCode=137" ]] || bad "job-oom pod" "phase/terminated: '$reason', want 'Failed OOMKilled exitCode=137'"
-ok "job-oom pod" "$reason"
+pod_end job-oom "Failed OOMKilled exitCode=137"
 
 jq -n '{apiVersion: "batch/v1", kind: "CronJob", metadata: {name: "cron"},
   spec: {schedule: "*/1 * * * *", concurrencyPolicy: "Forbid", jobTemplate: {spec: {backoffLimit: 0, template: {

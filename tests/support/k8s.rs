@@ -154,16 +154,7 @@ pub fn cronjob(
             "concurrencyPolicy": "Forbid",
             "successfulJobsHistoryLimit": 10,
             "failedJobsHistoryLimit": 10,
-            "jobTemplate": {"spec": {
-                "backoffLimit": 0,
-                "template": {
-                    "metadata": {"annotations": pod_annotations},
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [{"name": "main", "image": "kubefacts.test/none:0"}],
-                    },
-                },
-            }},
+            "jobTemplate": {"spec": job_spec(pod_annotations)},
         },
     })
     .to_string()
@@ -179,18 +170,24 @@ pub fn job(ns: &str, name: &str, run_duration: Option<&str>) -> String {
     serde_json::json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"annotations": annotations},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "main", "image": "kubefacts.test/none:0"}],
-                },
+        "spec": job_spec(annotations),
+    })
+    .to_string()
+}
+
+/// A Job spec without retries: one container (kwok pulls no image) whose pod carries
+/// `pod_annotations` (kwok's Stages read them).
+fn job_spec(pod_annotations: serde_json::Map<String, Value>) -> Value {
+    serde_json::json!({
+        "backoffLimit": 0,
+        "template": {
+            "metadata": {"annotations": pod_annotations},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "kubefacts.test/none:0"}],
             },
         },
     })
-    .to_string()
 }
 
 /// `kubefacts watch` and `kubefacts process` on the cluster and the broker, with their own
