@@ -3,11 +3,13 @@
 //! * [`model`] — the output records.
 //! * [`runs`] — `[runs]`: Jobs and their Pods (keyed by Job UID) → one [`JobRun`] per
 //!   finished Job, with its container exit breakdown; also re-keyed by window for the journal.
+//! * [`tracked`] — how `[runs]` keeps a Job in state: trimmed once filed, binary UIDs.
 //! * [`window`] — `[journal]`: runs filed into tumbling windows on `job-runs.v1`.
 
 mod datum;
 pub mod model;
 pub mod runs;
+mod tracked;
 pub mod window;
 
 pub use model::{ContainerExitCount, JobRun, OwnerKind, RunOwner, RunResult};

@@ -100,7 +100,9 @@ type ExitKey = (String, i32, Option<String>);
 /// What `[runs]` keeps per Job UID.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrackedJob {
-    /// The latest observation of the Job (absent while only its Pods were seen).
+    /// The latest observation of the Job (absent while only its Pods were seen); trimmed
+    /// once the run is filed, stored with binary UIDs (`tracked.rs`).
+    #[serde(with = "super::tracked::job")]
     pub job: Option<Job>,
     /// Snapshot epoch of the latest observation of the Job.
     pub epoch: i64,
@@ -288,7 +290,7 @@ impl Runs {
         due: &mut KvStore<(StreamTime, String), ()>,
         tracked: &mut TrackedJob,
         uid: &str,
-        job: Job,
+        mut job: Job,
         epoch: i64,
         now: StreamTime,
     ) -> bool {
@@ -299,6 +301,9 @@ impl Runs {
             if !tracked.filed {
                 due.put((now + cfg.settle_ms, uid.to_owned()), ());
             }
+        }
+        if tracked.filed {
+            super::tracked::trim_filed(&mut job);
         }
         tracked.job = Some(job);
         newly_finished
@@ -356,6 +361,9 @@ impl Runs {
         // The breakdown now lives in the fact; later terminations are ignored.
         tracked.exits.clear();
         tracked.seen.clear();
+        if let Some(job) = &mut tracked.job {
+            super::tracked::trim_filed(job);
+        }
         Ok(())
     }
 

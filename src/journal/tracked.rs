@@ -1,0 +1,297 @@
+//! How `[runs]` keeps a Job in its changelogged state: every tracked Job is restored on
+//! each rebalance, so its bytes count (docs/BENCHMARKS.md, "state per tracked Job").
+//!
+//! * Once its run is filed, a Job keeps only what the cleanup sweep and its decision read
+//!   ([`trim_filed`]): the counters, declared spec and intermediate conditions are in the
+//!   fact already.
+//! * UIDs — the Job's and its CronJob's — are stored as their 16 bytes rather than 36
+//!   characters of text ([`job`]); anything that is not a canonical lowercase UUID is
+//!   stored as text, so every value round-trips exactly.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::observe::model::{ConditionStatus, Job, JobSpec, JobStatus, ObjectMeta, OwnerReference};
+
+/// Clears what nothing reads once `job`'s run is filed. What the sweep and the decision
+/// read stays: namespace, name, UID, creation and deletion times, owner, TTL, suspension,
+/// completion time and the True `Complete`/`Failed` conditions, so [`super::runs::finish`]
+/// gives the same result, finish time and reason as before. A Job that is not finished
+/// (which a filed Job cannot become again) keeps its conditions.
+pub fn trim_filed(job: &mut Job) {
+    let finished = super::runs::finished(job);
+    let meta = &mut job.meta;
+    meta.resource_version = None;
+    meta.labels.clear();
+    meta.annotations.clear();
+    job.spec = JobSpec {
+        ttl_seconds_after_finished: job.spec.ttl_seconds_after_finished,
+        suspend: job.spec.suspend,
+        ..JobSpec::default()
+    };
+    let status = &mut job.status;
+    if finished {
+        status.conditions.retain(|c| {
+            c.status == ConditionStatus::True && matches!(c.type_.as_str(), "Complete" | "Failed")
+        });
+    }
+    *status = JobStatus {
+        completion_time: status.completion_time,
+        uncounted_succeeded: status.uncounted_succeeded,
+        uncounted_failed: status.uncounted_failed,
+        conditions: std::mem::take(&mut status.conditions),
+        ..JobStatus::default()
+    };
+}
+
+/// `#[serde(with = "tracked::job")]` for `Option<Job>`: the Job with binary UIDs. The
+/// writer borrows, the reader owns; both list the fields in the same order (postcard is
+/// positional), which the round-trip test pins.
+pub mod job {
+    use super::*;
+
+    #[derive(Serialize)]
+    struct Out<'a> {
+        namespace: &'a str,
+        name: &'a str,
+        uid: UidOut<'a>,
+        resource_version: &'a Option<String>,
+        creation_timestamp: Option<i64>,
+        deletion_timestamp: Option<i64>,
+        labels: &'a std::collections::BTreeMap<String, String>,
+        annotations: &'a std::collections::BTreeMap<String, String>,
+        owner_cronjob: Option<(&'a str, &'a str, UidOut<'a>)>,
+        spec: &'a JobSpec,
+        status: &'a JobStatus,
+    }
+
+    #[derive(Deserialize)]
+    struct In {
+        namespace: String,
+        name: String,
+        uid: UidIn,
+        resource_version: Option<String>,
+        creation_timestamp: Option<i64>,
+        deletion_timestamp: Option<i64>,
+        labels: std::collections::BTreeMap<String, String>,
+        annotations: std::collections::BTreeMap<String, String>,
+        owner_cronjob: Option<(String, String, UidIn)>,
+        spec: JobSpec,
+        status: JobStatus,
+    }
+
+    pub fn serialize<S: Serializer>(job: &Option<Job>, s: S) -> Result<S::Ok, S::Error> {
+        job.as_ref()
+            .map(|j| Out {
+                namespace: &j.meta.namespace,
+                name: &j.meta.name,
+                uid: UidOut(&j.meta.uid),
+                resource_version: &j.meta.resource_version,
+                creation_timestamp: j.meta.creation_timestamp,
+                deletion_timestamp: j.meta.deletion_timestamp,
+                labels: &j.meta.labels,
+                annotations: &j.meta.annotations,
+                owner_cronjob: j
+                    .owner_cronjob
+                    .as_ref()
+                    .map(|o| (o.kind.as_str(), o.name.as_str(), UidOut(&o.uid))),
+                spec: &j.spec,
+                status: &j.status,
+            })
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Job>, D::Error> {
+        Ok(Option::<In>::deserialize(d)?.map(|j| Job {
+            meta: ObjectMeta {
+                namespace: j.namespace,
+                name: j.name,
+                uid: j.uid.into_string(),
+                resource_version: j.resource_version,
+                creation_timestamp: j.creation_timestamp,
+                deletion_timestamp: j.deletion_timestamp,
+                labels: j.labels,
+                annotations: j.annotations,
+            },
+            owner_cronjob: j.owner_cronjob.map(|(kind, name, uid)| OwnerReference {
+                kind,
+                name,
+                uid: uid.into_string(),
+            }),
+            spec: j.spec,
+            status: j.status,
+        }))
+    }
+}
+
+/// A UID as written: its 16 bytes when it is a canonical lowercase UUID, else its text.
+struct UidOut<'a>(&'a str);
+
+impl Serialize for UidOut<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match uuid_bytes(self.0) {
+            Some(bytes) => s.serialize_newtype_variant("Uid", 0, "Bytes", &bytes),
+            None => s.serialize_newtype_variant("Uid", 1, "Text", self.0),
+        }
+    }
+}
+
+/// A UID as read back.
+#[derive(Deserialize)]
+enum UidIn {
+    Bytes([u8; 16]),
+    Text(String),
+}
+
+impl UidIn {
+    fn into_string(self) -> String {
+        match self {
+            UidIn::Text(text) => text,
+            UidIn::Bytes(b) => {
+                let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+                format!(
+                    "{}-{}-{}-{}-{}",
+                    hex(&b[..4]),
+                    hex(&b[4..6]),
+                    hex(&b[6..8]),
+                    hex(&b[8..10]),
+                    hex(&b[10..])
+                )
+            }
+        }
+    }
+}
+
+/// The 16 bytes of a canonical lowercase hyphenated UUID (`8-4-4-4-12`), `None` for any
+/// other text (which is then stored as it is).
+fn uuid_bytes(text: &str) -> Option<[u8; 16]> {
+    let t = text.as_bytes();
+    if t.len() != 36 || [8, 13, 18, 23].iter().any(|&i| t[i] != b'-') {
+        return None;
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut digits = t.iter().copied().filter(|&c| c != b'-');
+    let mut out = [0u8; 16];
+    for byte in &mut out {
+        *byte = nibble(digits.next()?)? << 4 | nibble(digits.next()?)?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::runs::{TrackedJob, finish};
+    use crate::observe::model::JobCondition;
+
+    fn job(uid: &str, owner_uid: &str) -> Job {
+        let condition = |type_: &str, reason: &str| JobCondition {
+            type_: type_.into(),
+            status: ConditionStatus::True,
+            reason: Some(reason.into()),
+            last_transition_time: Some(1_700_000_060_000),
+        };
+        Job {
+            meta: ObjectMeta {
+                namespace: "etl".into(),
+                name: "nightly-29000000".into(),
+                uid: uid.into(),
+                resource_version: Some("1547954".into()),
+                creation_timestamp: Some(1_700_000_000_000),
+                deletion_timestamp: None,
+                labels: [("team".to_owned(), "data".to_owned())].into(),
+                annotations: [("kubefacts.io/needs".to_owned(), "a,b".to_owned())].into(),
+            },
+            owner_cronjob: Some(OwnerReference {
+                kind: "CronJob".into(),
+                name: "nightly".into(),
+                uid: owner_uid.into(),
+            }),
+            spec: JobSpec {
+                parallelism: Some(1),
+                completions: Some(1),
+                backoff_limit: Some(2),
+                ttl_seconds_after_finished: Some(300),
+                suspend: Some(false),
+                completion_mode: Some("NonIndexed".into()),
+                active_deadline_seconds: Some(600),
+            },
+            status: JobStatus {
+                start_time: Some(1_700_000_001_000),
+                completion_time: None,
+                active: Some(0),
+                succeeded: Some(0),
+                failed: Some(3),
+                ready: Some(0),
+                uncounted_succeeded: 0,
+                uncounted_failed: 0,
+                conditions: vec![
+                    condition("FailureTarget", "BackoffLimitExceeded"),
+                    condition("Failed", "BackoffLimitExceeded"),
+                ],
+            },
+        }
+    }
+
+    fn round_trip(t: &TrackedJob) -> (TrackedJob, usize) {
+        let bytes = postcard::to_allocvec(t).unwrap();
+        (postcard::from_bytes(&bytes).unwrap(), bytes.len())
+    }
+
+    /// Canonical UIDs take 16 bytes, anything else is kept as text; both read back equal.
+    #[test]
+    fn uids_are_stored_as_bytes_and_every_job_reads_back_equal() {
+        let canonical = TrackedJob {
+            job: Some(job("0042a8db-b648-4bec-ad91-a4c502ed3893", "3ac268e4-b9ca-48e1-8fe6-483940439fa0")),
+            ..TrackedJob::default()
+        };
+        let (back, canonical_len) = round_trip(&canonical);
+        assert_eq!(back, canonical);
+        for odd in
+            ["0042A8DB-B648-4BEC-AD91-A4C502ED3893", "not-a-uid", "", "0042a8db-b648-4bec-ad91-a4c502ed389g"]
+        {
+            let t = TrackedJob { job: Some(job(odd, odd)), ..TrackedJob::default() };
+            assert_eq!(round_trip(&t).0, t, "{odd:?}");
+        }
+        let text = TrackedJob {
+            job: Some(job("0042a8db_b648_4bec_ad91_a4c502ed3893", "3ac268e4_b9ca_48e1_8fe6_483940439fa0")),
+            ..TrackedJob::default()
+        };
+        assert_eq!(
+            round_trip(&text).1 - canonical_len,
+            2 * 21,
+            "length + 36 characters against 16 bytes, each"
+        );
+        assert_eq!(round_trip(&TrackedJob::default()).0, TrackedJob::default());
+    }
+
+    /// Trimming keeps what the sweep and the decision read, and `finish` agrees before
+    /// and after; the trimmed Job is smaller.
+    #[test]
+    fn a_trimmed_job_finishes_the_same() {
+        let full = job("0042a8db-b648-4bec-ad91-a4c502ed3893", "3ac268e4-b9ca-48e1-8fe6-483940439fa0");
+        let mut trimmed = full.clone();
+        trim_filed(&mut trimmed);
+        assert_eq!(finish(&trimmed), finish(&full));
+        assert!(finish(&full).is_some());
+        assert_eq!(trimmed.meta.namespace, full.meta.namespace);
+        assert_eq!(trimmed.meta.name, full.meta.name);
+        assert_eq!(trimmed.meta.uid, full.meta.uid);
+        assert_eq!(trimmed.meta.creation_timestamp, full.meta.creation_timestamp);
+        assert_eq!(trimmed.owner_cronjob, full.owner_cronjob);
+        assert_eq!(trimmed.spec.ttl_seconds_after_finished, Some(300));
+        assert_eq!(trimmed.spec.suspend, Some(false));
+        assert_eq!(trimmed.status.conditions.len(), 1, "FailureTarget goes, Failed stays");
+        let size = |j: Job| round_trip(&TrackedJob { job: Some(j), ..TrackedJob::default() }).1;
+        assert!(size(trimmed) + 60 < size(full.clone()));
+        // Not finished: the conditions are all kept.
+        let mut pending = full.clone();
+        pending.status.conditions.retain(|c| c.type_ == "FailureTarget");
+        let mut kept = pending.clone();
+        trim_filed(&mut kept);
+        assert_eq!(kept.status.conditions, pending.status.conditions);
+    }
+}
