@@ -7,7 +7,7 @@
 use std::{collections::BTreeMap, time::Instant};
 
 use kubefacts::{
-    cli::run_all_in_memory,
+    cli::{StageReport, run_all_in_memory},
     codec::Codec,
     config::PipelineConfig,
     observe::{InputTopic, Observer, model::Source},
@@ -66,95 +66,45 @@ fn main() {
             reports.iter().map(|r| format!("{} {} in {:.2} s", r.stage, r.records_in, r.secs)).collect();
         let facts = logs.get(&config.topics.full(&config.topics.job_run_facts)).map_or(0, MemTopic::len);
         assert!(facts > 0, "no run was filed");
-        if round == 1 {
-            let cl: BTreeMap<String, MemTopic> = reports
-                .iter()
-                .flat_map(|r| r.changelogs.iter().map(|t| (t.name.clone(), t.clone())))
-                .collect();
-            sizes(&cl);
-        }
         println!(
             "round {round}: {:.0} observations/s ({}; {facts} runs filed)",
             observations as f64 / secs,
             per_stage.join(", ")
         );
+        if round == 1 {
+            state_table(&reports);
+        }
     }
 }
 
-#[allow(dead_code)]
-fn sizes(logs: &BTreeMap<String, MemTopic>) {
-    use kubefacts::journal::runs::TrackedJob;
-    for (name, t) in logs {
-        let mut l = BTreeMap::new();
-        for r in t.partitions.iter().flatten() {
+/// The latest changelog value of every key of every store (what a restore carries), per
+/// store, and per Job `[runs]` still tracks: where the state bytes go.
+fn state_table(stages: &[StageReport]) {
+    let mut tracked_jobs = 0;
+    let mut rows = Vec::new();
+    for changelog in stages.iter().flat_map(|s| &s.changelogs) {
+        let mut latest = BTreeMap::new();
+        for r in changelog.partitions.iter().flatten() {
             match &r.value {
-                Some(v) => {
-                    l.insert(r.key.clone(), v.len() + r.key.as_ref().map_or(0, Vec::len));
-                }
-                None => {
-                    l.remove(&r.key);
-                }
-            }
+                Some(v) => latest.insert(r.key.clone(), v.len() + r.key.as_ref().map_or(0, Vec::len)),
+                None => latest.remove(&r.key),
+            };
         }
-        println!("store {name}: {} keys, {} bytes", l.len(), l.values().sum::<usize>());
+        if changelog.name == "runs-jobs-changelog" {
+            tracked_jobs = latest.len();
+        }
+        rows.push((changelog.name.clone(), latest.len(), latest.values().sum::<usize>()));
     }
-    let mut latest = BTreeMap::new();
-    for (name, t) in logs {
-        if !name.ends_with("-jobs-changelog") {
-            continue;
-        }
-        for r in t.partitions.iter().flatten() {
-            match &r.value {
-                Some(v) => {
-                    latest.insert(r.key.clone(), v.clone());
-                }
-                None => {
-                    latest.remove(&r.key);
-                }
-            }
-        }
+    println!("state (latest changelog value of every key):");
+    for (name, keys, bytes) in &rows {
+        println!(
+            "  {name:<40} {keys:>9} keys {bytes:>11} B  {:>6.0} B per tracked Job",
+            *bytes as f64 / tracked_jobs.max(1) as f64
+        );
     }
-    let (
-        mut n,
-        mut total,
-        mut meta,
-        mut labels,
-        mut ann,
-        mut owner,
-        mut spec,
-        mut status,
-        mut conds,
-        mut key,
-    ) = (0usize, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    for (k, v) in &latest {
-        let t: TrackedJob = postcard::from_bytes(v).unwrap();
-        n += 1;
-        total += v.len();
-        key += k.as_ref().map_or(0, Vec::len);
-        if let Some(j) = &t.job {
-            meta += postcard::to_allocvec(&j.meta).unwrap().len();
-            labels += postcard::to_allocvec(&j.meta.labels).unwrap().len();
-            ann += postcard::to_allocvec(&j.meta.annotations).unwrap().len();
-            owner += postcard::to_allocvec(&j.owner_cronjob).unwrap().len();
-            spec += postcard::to_allocvec(&j.spec).unwrap().len();
-            status += postcard::to_allocvec(&j.status).unwrap().len();
-            conds += postcard::to_allocvec(&j.status.conditions).unwrap().len();
-        }
-        if n == 1 {
-            println!("{t:?}");
-        }
-    }
-    let d = |x: usize| x as f64 / n.max(1) as f64;
+    let runs: usize = rows.iter().filter(|r| r.0.starts_with("runs-")).map(|r| r.2).sum();
     println!(
-        "jobs {n}: value {:.0} key {:.0} meta {:.0} (labels {:.0} ann {:.0}) owner {:.0} spec {:.0} status {:.0} (conds {:.0})",
-        d(total),
-        d(key),
-        d(meta),
-        d(labels),
-        d(ann),
-        d(owner),
-        d(spec),
-        d(status),
-        d(conds)
+        "  [runs], all stores: {:.0} B per tracked Job ({tracked_jobs} Jobs)",
+        runs as f64 / tracked_jobs.max(1) as f64
     );
 }

@@ -34,7 +34,7 @@ use broker::{Env, committed_reader, now_ms, percentile, producer_performance, un
 use kubefacts::{
     cli::run_all_in_memory,
     codec::Codec,
-    config::{PipelineConfig, TopicsConfig},
+    config::{PipelineConfig, StageConfig, TopicsConfig},
     journal::JobRun,
     observe::{
         InputTopic, JobObservation, Observation, ObservationEvent, ObservationRecord, Observer, model::Source,
@@ -80,6 +80,7 @@ struct Args {
     hours: Option<u32>,
     scaling: bool,
     latency_secs: f64,
+    latency_only: bool,
 }
 
 impl Args {
@@ -99,6 +100,7 @@ impl Args {
                 .or((!benching).then_some(2)),
             scaling: benching && !argv.iter().any(|a| a == "--no-scaling"),
             latency_secs: if benching { 30.0 } else { 3.0 },
+            latency_only: argv.iter().any(|a| a == "--latency-only"),
         }
     }
 }
@@ -123,6 +125,18 @@ fn main() {
     // 0. The trace: written to a file (what `publish` reads), timed.
     let profile = simulate::profile(&args.profile).unwrap();
     let hours = args.hours.unwrap_or(profile.default_hours);
+    if args.latency_only {
+        // The noisiest figure, alone and quick (~40 s per pipeline): `-- --latency-only`.
+        for (name, stages) in [("the default pipeline", ""), ("[runs] alone", RUNS_ALONE)] {
+            let l =
+                measure_latency(&env, &codec, &config, &profile, hours, args.seed, args.latency_secs, stages);
+            println!(
+                "latency at {:.0} observations/s, {name}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} runs)",
+                l.rate, l.p50, l.p99, l.max, l.samples
+            );
+        }
+        return;
+    }
     let trace_path = work.join(format!("{}-seed{}-{hours}h.jsonl", profile.name, args.seed));
     let sim = write_trace(&profile, hours, args.seed, &trace_path);
     println!(
@@ -233,11 +247,18 @@ fn main() {
                                       "max_ms": alone.max}}),
     );
 
-    // 4. and 5. The default stages in the in-memory driver, one core, and their state.
-    let driver = in_memory(&codec, &config, inputs);
+    // 4. and 5. `[runs]` + `[journal]` (the stages the target names) in the in-memory
+    // driver, one core, and their state; then every default stage, for comparison.
+    let all_stages = in_memory(&codec, &config, &config.process.stages, &inputs);
+    let driver = in_memory(&codec, &config, &runs_and_journal(&config), &inputs);
     println!(
         "4. in-memory driver (runs → journal), one core    {:>10.0} observations/s  ({observations} observations in {:.1} s)",
         driver.rate, driver.secs
+    );
+    println!(
+        "   … every default stage ({}), one core          {:>10.0} observations/s",
+        config.process.stages.iter().map(|s| s.name()).collect::<Vec<_>>().join(", "),
+        all_stages.rate
     );
     // Every emission of a window carries all its runs: what the journal writes per run
     // filed shows how often whole windows are rewritten.
@@ -265,6 +286,7 @@ fn main() {
     figures.insert(
         "driver".into(),
         json!({"observations_per_sec": driver.rate, "secs": driver.secs, "observations": observations,
+               "all_stages_observations_per_sec": all_stages.rate,
                "runs_filed": driver.runs_filed, "journal_bytes": driver.journal_bytes,
                "tracked_jobs": driver.tracked_jobs, "state_bytes": driver.state_bytes,
                "state_bytes_per_tracked_job": driver.state_bytes as f64 / driver.tracked_jobs.max(1) as f64}),
@@ -284,7 +306,7 @@ fn main() {
             let inputs = observe(&codec, &config, simulate::simulate(&p, SCALING_HOURS, args.seed));
             let observe_secs = started.elapsed().as_secs_f64();
             let n = inputs.records;
-            let d = in_memory(&codec, &config, inputs);
+            let d = in_memory(&codec, &config, &runs_and_journal(&config), &inputs);
             rows.push((name, n, observe_secs, d));
         }
         println!(
@@ -824,22 +846,28 @@ struct Driven {
 
 /// The default stages over the observations in the driver (one thread), and the state
 /// `[runs]` keeps at the end: the latest changelog value per key, as a restore carries it.
-fn in_memory(codec: &Codec, config: &PipelineConfig, observed: Observed) -> Driven {
+/// The default pipeline's `[runs]` and `[journal]` stages.
+fn runs_and_journal(config: &PipelineConfig) -> Vec<StageConfig> {
+    config
+        .process
+        .stages
+        .iter()
+        .filter(|s| matches!(s.processor.as_str(), "runs" | "journal"))
+        .cloned()
+        .collect()
+}
+
+fn in_memory(codec: &Codec, config: &PipelineConfig, stages: &[StageConfig], observed: &Observed) -> Driven {
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let mut logs: BTreeMap<String, MemTopic> =
-        observed.inputs.into_topics().into_iter().map(|t| (t.name.clone(), t)).collect();
+    let mut logs: BTreeMap<String, MemTopic> = InputTopic::ALL
+        .iter()
+        .map(|&t| observed.inputs.topic(t))
+        .map(|t| (t.name.clone(), t.clone()))
+        .collect();
     let dead_letter = config.topics.full(&config.topics.dead_letter);
     let started = Instant::now();
-    let reports = rt
-        .block_on(run_all_in_memory(
-            codec,
-            config,
-            &config.process.stages,
-            &mut logs,
-            &dead_letter,
-            PARTITIONS,
-        ))
-        .unwrap();
+    let reports =
+        rt.block_on(run_all_in_memory(codec, config, stages, &mut logs, &dead_letter, PARTITIONS)).unwrap();
     let secs = started.elapsed().as_secs_f64();
     assert!(logs.get(&dead_letter).is_none_or(MemTopic::is_empty), "the simulator's input dead-lettered");
     let runs = reports.iter().find(|r| r.stage == "runs").expect("the default pipeline has [runs]");
