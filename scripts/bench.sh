@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The benchmark suite: ./scripts/bench.sh [-- --profile small|medium|large --seed N --hours H --no-scaling]
+# The benchmark suite: ./scripts/bench.sh [-- --profile small|medium --seed N --hours H --no-scaling --latency-only]
 #
 # Starts the real broker on loopback (scripts/infra/up.sh), runs `cargo bench --bench suite`
 # (benches/suite.rs: ProducerPerformance, publish, process exactly once with latency, the
 # in-memory driver, memory, state, restore, and the scaling from small to large), and stops
 # the broker on exit whatever happens. Figures are printed and written as JSON under
-# .cache/bench/. The large profile (default) needs ~15 GB of free disk for its trace and
-# topics and takes a while on 2 cores; `-- --profile medium` is a quicker look.
+# .cache/bench/. The medium profile is the default (~10 min here); `-- --profile small` is
+# a quicker look, `-- --latency-only` measures only the latency (docs/BENCHMARKS.md).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 trap './scripts/infra/down.sh || true' EXIT

@@ -403,12 +403,16 @@ impl PipelineConfig {
             ));
         }
         let j = &self.journal;
-        if j.window_length_ms <= 0 || j.grace_ms < 0 || j.emit_interval_ms < 0 || j.retention_ms < j.grace_ms
+        if j.window_length_ms <= 0
+            || j.grace_ms < 0
+            || j.emit_interval_ms < 0
+            || j.emit_max_delay_ms < 0
+            || j.retention_ms < j.grace_ms
         {
             return Err(invalid(
                 "journal",
-                "window_length_ms must be positive; grace_ms and emit_interval_ms not negative; \
-                 retention_ms at least grace_ms"
+                "window_length_ms must be positive; grace_ms, emit_interval_ms and emit_max_delay_ms not \
+                 negative; retention_ms at least grace_ms"
                     .into(),
             ));
         }

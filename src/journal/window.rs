@@ -10,6 +10,10 @@
 //! * A changed window is emitted at most once per `emit_interval_ms` of stream time (a
 //!   window is rewritten whole: emitting on every run would be quadratic), and once more,
 //!   `is_final`, when stream time passes window end + `grace_ms`.
+//! * A window of more than `eager_window_runs` runs is emitted again only once the runs
+//!   filed since its last emission are `emit_growth_percent` of it, or `emit_max_delay_ms`
+//!   has passed: each emission rewrites every run, so growth-gating bounds what a run costs
+//!   in bytes written (about 1 + 100 / `emit_growth_percent` copies) whatever the fleet.
 //! * A run arriving after its window was final (a relist finding a three-hour-old run)
 //!   re-opens it: a new revision, still `is_final`, within `retention_ms` of the window's
 //!   end. Beyond retention the run is refused with reason `beyond_retention` (the runtime
@@ -41,6 +45,14 @@ pub struct JournalConfig {
     pub retention_ms: i64,
     /// Least stream time between two emissions of a changing window, in milliseconds.
     pub emit_interval_ms: i64,
+    /// Windows of at most this many runs are emitted every `emit_interval_ms` while they
+    /// change; larger ones wait for growth (below).
+    pub eager_window_runs: u64,
+    /// A larger window is emitted again once the runs filed since its last emission are at
+    /// least this percentage of its runs…
+    pub emit_growth_percent: u64,
+    /// …or this much stream time has passed since its last emission, in milliseconds.
+    pub emit_max_delay_ms: i64,
 }
 
 impl Default for JournalConfig {
@@ -50,6 +62,9 @@ impl Default for JournalConfig {
             grace_ms: 600_000,
             retention_ms: 7 * 24 * 3_600_000,
             emit_interval_ms: 10_000,
+            eager_window_runs: 1_000,
+            emit_growth_percent: 10,
+            emit_max_delay_ms: 300_000,
         }
     }
 }
@@ -111,6 +126,8 @@ pub struct WindowState {
     pub dirty: bool,
     /// The last emission was final.
     pub final_emitted: bool,
+    /// Runs filed (new or replaced) since the last emission.
+    pub changed: u64,
 }
 
 /// The `[journal]` processor of one task.
@@ -162,6 +179,7 @@ impl Journal {
         state.revision += 1;
         state.emitted_at = Some(now);
         state.dirty = false;
+        let changed = std::mem::take(&mut state.changed);
         state.final_emitted = is_final;
         let runs = &self.runs;
         let datums = self.datums.entry(start).or_insert_with(|| {
@@ -196,6 +214,7 @@ impl Journal {
         // stays dirty and is emitted again at the next chance rather than lost.
         if out.emit_keyed_with(0, &key, JobRunWindow::FULL_NAME, write).is_err() {
             state.dirty = true;
+            state.changed = changed;
             state.revision -= 1;
         } else {
             // This revision is the first to carry the runs filed since the last one: it
@@ -204,6 +223,16 @@ impl Journal {
             out.link_last(filed.into_iter().map(|(_, tp)| tp));
         }
         self.windows.put(start, state);
+    }
+
+    /// Whether a changed, open window is due: the interval has passed, and the window is
+    /// small, has grown enough, or has waited the longest delay.
+    fn worth_emitting(&self, w: &WindowState, now: StreamTime) -> bool {
+        let since = |ms: i64| w.emitted_at.is_none_or(|at| now - at >= ms);
+        since(self.cfg.emit_interval_ms)
+            && (w.runs <= self.cfg.eager_window_runs
+                || w.changed.saturating_mul(100) >= w.runs.saturating_mul(self.cfg.emit_growth_percent)
+                || since(self.cfg.emit_max_delay_ms))
     }
 
     /// Removes and returns the trace contexts kept for `start`'s runs.
@@ -293,6 +322,7 @@ impl Processor for Journal {
         }
         self.runs.put(key, run);
         state.dirty = true;
+        state.changed += 1;
         if now >= self.end(start) + self.cfg.grace_ms {
             // A late run re-opens a closed window now: stream time need not move again.
             self.emit(start, state, now, out);
@@ -309,8 +339,7 @@ impl Processor for Journal {
             .filter(|(start, w)| {
                 let end = **start + self.cfg.window_length_ms;
                 let finalizes = now >= end + self.cfg.grace_ms && !w.final_emitted && w.runs > 0;
-                let interval = w.emitted_at.is_none_or(|at| now - at >= self.cfg.emit_interval_ms);
-                finalizes || (w.dirty && (interval || now >= end + self.cfg.grace_ms))
+                finalizes || (w.dirty && (now >= end + self.cfg.grace_ms || self.worth_emitting(w, now)))
             })
             .map(|(s, w)| (*s, w.clone()))
             .collect();
@@ -409,6 +438,44 @@ mod tests {
         let (from_a, from_b) = (feed(&mut a, later.clone(), &mut out_a), feed(&mut b, later, &mut outputs()));
         assert_eq!(from_a.len(), 2, "one emission per changed interval");
         assert_eq!(from_a, from_b);
+    }
+
+    /// Past `eager_window_runs`, a changed window waits until the runs filed since its last
+    /// emission are `emit_growth_percent` of it, or `emit_max_delay_ms` has passed; at or
+    /// below it, every interval emits.
+    #[test]
+    fn a_large_window_is_rewritten_once_it_has_grown_enough() {
+        let cfg = JournalConfig {
+            eager_window_runs: 4,
+            emit_growth_percent: 50,
+            emit_max_delay_ms: 120_000,
+            ..JournalConfig::default()
+        };
+        let (mut j, mut out) = (Journal::new(cfg), outputs());
+        let mut step = |j: &mut Journal, now: i64, r: Option<JobRun>| -> usize {
+            let meta = RecordMeta {
+                input: 0,
+                partition: 0,
+                offset: 0,
+                timestamp_ms: now,
+                key: None,
+                traceparent: None,
+            };
+            out.set_now(now);
+            if let Some(r) = r {
+                j.process(r, &meta, now, &mut out).unwrap();
+            }
+            j.on_stream_time(now, &mut out);
+            out.take().len()
+        };
+        let emitted: Vec<usize> =
+            (1..=9).map(|n| step(&mut j, n * 10_000, Some(run(n, 100 * n, 0)))).collect();
+        // Runs 1–4: small, every interval. 5 of 5, 6 of 6, 7 of 7: 1, 2, 3 new < 50 %.
+        // Run 8: 4 new of 8 = 50 %. Run 9: 1 of 9.
+        assert_eq!(emitted, [1, 1, 1, 1, 0, 0, 0, 1, 0]);
+        assert_eq!(step(&mut j, 80_000 + 119_999, None), 0, "not yet the longest delay");
+        assert_eq!(step(&mut j, 80_000 + 120_000, None), 1, "the longest delay since run 8's emission");
+        assert_eq!(step(&mut j, 400_000, None), 0, "nothing changed since");
     }
 
     /// A window revision links to the records that filed the runs it carries for the first
