@@ -608,7 +608,20 @@ fn end_offsets(poller: &BaseConsumer, topics: &[(String, i32)]) -> i64 {
     topics
         .iter()
         .flat_map(|(t, n)| (0..*n).map(move |p| (t, p)))
-        .map(|(t, p)| poller.fetch_watermarks(t, p, Duration::from_secs(10)).map_or(0, |w| w.1))
+        .map(|(t, p)| {
+            // A failed look-up counted as 0 once ended the backlog phase before it began.
+            let mut tries = 0;
+            loop {
+                match poller.fetch_watermarks(t, p, Duration::from_secs(10)) {
+                    Ok((_, high)) => break high,
+                    Err(e) if tries < 5 => {
+                        tries += 1;
+                        eprintln!("end offset of {t}/{p}: {e}; trying again");
+                    }
+                    Err(e) => panic!("end offset of {t}/{p}: {e}"),
+                }
+            }
+        })
         .sum()
 }
 
@@ -651,7 +664,9 @@ fn process_backlog(
             // is written in transactions: each partition's log ends with a commit marker,
             // which is not a record a consumer's committed offset need pass.
             let journal_total = end_offsets(&journal_group, &journal_inputs);
-            if committed(&journal_group, &journal_inputs) >= journal_total - i64::from(PARTITIONS) {
+            if journal_total > 0
+                && committed(&journal_group, &journal_inputs) >= journal_total - i64::from(PARTITIONS)
+            {
                 break;
             }
         }

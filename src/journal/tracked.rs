@@ -13,12 +13,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::observe::model::{ConditionStatus, Job, JobSpec, JobStatus, ObjectMeta, OwnerReference};
 
 /// Clears what nothing reads once `job`'s run is filed. What the sweep and the decision
-/// read stays: namespace, name, UID, creation and deletion times, owner, TTL, suspension,
-/// completion time and the True `Complete`/`Failed` conditions, so [`super::runs::finish`]
-/// gives the same result, finish time and reason as before. A Job that is not finished
-/// (which a filed Job cannot become again) keeps its conditions.
+/// read stays: namespace, name, UID, deletion time, owner, TTL, suspension, completion time
+/// and the True `Complete`/`Failed` conditions (the reason only on `Failed`), so
+/// [`super::runs::finish`] gives the same result, finish time and reason as before; the
+/// creation time stays only where it stands in for a missing finish time. A Job that is not
+/// finished (which a filed Job cannot become again) keeps its conditions.
 pub fn trim_filed(job: &mut Job) {
-    let finished = super::runs::finished(job);
+    let finish = super::runs::finish(job);
+    let creation = job.meta.creation_timestamp.take();
     let meta = &mut job.meta;
     meta.resource_version = None;
     meta.labels.clear();
@@ -29,10 +31,13 @@ pub fn trim_filed(job: &mut Job) {
         ..JobSpec::default()
     };
     let status = &mut job.status;
-    if finished {
+    if finish.is_some() {
         status.conditions.retain(|c| {
             c.status == ConditionStatus::True && matches!(c.type_.as_str(), "Complete" | "Failed")
         });
+        for c in status.conditions.iter_mut().filter(|c| c.type_ == "Complete") {
+            c.reason = None;
+        }
     }
     *status = JobStatus {
         completion_time: status.completion_time,
@@ -41,6 +46,9 @@ pub fn trim_filed(job: &mut Job) {
         conditions: std::mem::take(&mut status.conditions),
         ..JobStatus::default()
     };
+    if super::runs::finish(job) != finish {
+        job.meta.creation_timestamp = creation;
+    }
 }
 
 /// `#[serde(with = "tracked::job")]` for `Option<Job>`: the Job with binary UIDs. The
@@ -48,6 +56,8 @@ pub fn trim_filed(job: &mut Job) {
 /// positional), which the round-trip test pins.
 pub mod job {
     use super::*;
+
+    const CRONJOB: &str = "CronJob";
 
     #[derive(Serialize)]
     struct Out<'a> {
@@ -59,7 +69,8 @@ pub mod job {
         deletion_timestamp: Option<i64>,
         labels: &'a std::collections::BTreeMap<String, String>,
         annotations: &'a std::collections::BTreeMap<String, String>,
-        owner_cronjob: Option<(&'a str, &'a str, UidOut<'a>)>,
+        /// (kind unless `CronJob`, which it is by construction; name; UID)
+        owner_cronjob: Option<(Option<&'a str>, &'a str, UidOut<'a>)>,
         spec: &'a JobSpec,
         status: &'a JobStatus,
     }
@@ -74,7 +85,7 @@ pub mod job {
         deletion_timestamp: Option<i64>,
         labels: std::collections::BTreeMap<String, String>,
         annotations: std::collections::BTreeMap<String, String>,
-        owner_cronjob: Option<(String, String, UidIn)>,
+        owner_cronjob: Option<(Option<String>, String, UidIn)>,
         spec: JobSpec,
         status: JobStatus,
     }
@@ -90,10 +101,9 @@ pub mod job {
                 deletion_timestamp: j.meta.deletion_timestamp,
                 labels: &j.meta.labels,
                 annotations: &j.meta.annotations,
-                owner_cronjob: j
-                    .owner_cronjob
-                    .as_ref()
-                    .map(|o| (o.kind.as_str(), o.name.as_str(), UidOut(&o.uid))),
+                owner_cronjob: j.owner_cronjob.as_ref().map(|o| {
+                    ((o.kind != CRONJOB).then_some(o.kind.as_str()), o.name.as_str(), UidOut(&o.uid))
+                }),
                 spec: &j.spec,
                 status: &j.status,
             })
@@ -113,7 +123,7 @@ pub mod job {
                 annotations: j.annotations,
             },
             owner_cronjob: j.owner_cronjob.map(|(kind, name, uid)| OwnerReference {
-                kind,
+                kind: kind.unwrap_or_else(|| CRONJOB.to_owned()),
                 name,
                 uid: uid.into_string(),
             }),
@@ -266,6 +276,9 @@ mod tests {
             "length + 36 characters against 16 bytes, each"
         );
         assert_eq!(round_trip(&TrackedJob::default()).0, TrackedJob::default());
+        let mut other_kind = canonical.clone();
+        other_kind.job.as_mut().unwrap().owner_cronjob.as_mut().unwrap().kind = "Other".into();
+        assert_eq!(round_trip(&other_kind).0, other_kind);
     }
 
     /// Trimming keeps what the sweep and the decision read, and `finish` agrees before
@@ -280,13 +293,33 @@ mod tests {
         assert_eq!(trimmed.meta.namespace, full.meta.namespace);
         assert_eq!(trimmed.meta.name, full.meta.name);
         assert_eq!(trimmed.meta.uid, full.meta.uid);
-        assert_eq!(trimmed.meta.creation_timestamp, full.meta.creation_timestamp);
+        assert_eq!(trimmed.meta.creation_timestamp, None, "the Failed condition has the finish time");
         assert_eq!(trimmed.owner_cronjob, full.owner_cronjob);
         assert_eq!(trimmed.spec.ttl_seconds_after_finished, Some(300));
         assert_eq!(trimmed.spec.suspend, Some(false));
         assert_eq!(trimmed.status.conditions.len(), 1, "FailureTarget goes, Failed stays");
         let size = |j: Job| round_trip(&TrackedJob { job: Some(j), ..TrackedJob::default() }).1;
         assert!(size(trimmed) + 60 < size(full.clone()));
+        // Without a finish time the creation time stands in, and stays.
+        let mut timeless = full.clone();
+        timeless.status.conditions.iter_mut().for_each(|c| c.last_transition_time = None);
+        let mut kept = timeless.clone();
+        trim_filed(&mut kept);
+        assert_eq!(finish(&kept), finish(&timeless));
+        assert_eq!(kept.meta.creation_timestamp, full.meta.creation_timestamp);
+        // A success keeps `Complete` without its reason (a run's reason is its failure's).
+        let mut success = full.clone();
+        success.status.conditions = vec![JobCondition {
+            type_: "Complete".into(),
+            status: ConditionStatus::True,
+            reason: Some("CompletionsReached".into()),
+            last_transition_time: Some(1_700_000_060_000),
+        }];
+        success.status.completion_time = Some(1_700_000_060_000);
+        let mut kept = success.clone();
+        trim_filed(&mut kept);
+        assert_eq!(finish(&kept), finish(&success));
+        assert_eq!(kept.status.conditions[0].reason, None);
         // Not finished: the conditions are all kept.
         let mut pending = full.clone();
         pending.status.conditions.retain(|c| c.type_ == "FailureTarget");
