@@ -222,7 +222,9 @@ fn main() {
         processed.secs
     );
     // 6. Restore: a new instance restores every store from its changelog before it reads.
-    let restore = restore_all(&env, &pipeline);
+    // Every stage logs its restore; waiting for two took the two smallest once the default
+    // pipeline had five.
+    let restore = restore_all(&env, &pipeline, config.process.stages.len());
     let latency = measure_latency(&env, &codec, &config, &profile, hours, args.seed, args.latency_secs, "");
     println!(
         "   observation-to-output latency at {:.0} observations/s: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms \
@@ -690,9 +692,8 @@ struct Restored {
 
 /// Starts a fresh instance of the same application: it restores every store of every task
 /// from the changelogs before it reads input (the stages log one line per assignment).
-fn restore_all(env: &Env, pipeline: &Path) -> Restored {
+fn restore_all(env: &Env, pipeline: &Path, stages: usize) -> Restored {
     let mut inst = Instance::start(env, pipeline, "b");
-    let stages = 2; // runs, journal
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         inst.check_running();
