@@ -405,12 +405,22 @@ mod tests {
         }
     }
 
+    /// A repartitioned record's metadata at `now`.
+    fn meta(now: i64, traceparent: Option<&str>) -> RecordMeta {
+        RecordMeta {
+            input: 0,
+            partition: 0,
+            offset: 0,
+            timestamp_ms: now,
+            key: None,
+            traceparent: traceparent.map(str::to_owned),
+        }
+    }
+
     fn feed(j: &mut Journal, runs: Vec<(i64, JobRun)>, out: &mut Outputs) -> Vec<Option<Vec<u8>>> {
-        let meta =
-            RecordMeta { input: 0, partition: 0, offset: 0, timestamp_ms: 0, key: None, traceparent: None };
         for (now, r) in runs {
             out.set_now(now);
-            j.process(r, &meta, now, out).unwrap();
+            j.process(r, &meta(0, None), now, out).unwrap();
             j.on_stream_time(now, out);
         }
         out.take().into_iter().map(|r| r.value).collect()
@@ -453,17 +463,9 @@ mod tests {
         };
         let (mut j, mut out) = (Journal::new(cfg), outputs());
         let mut step = |j: &mut Journal, now: i64, r: Option<JobRun>| -> usize {
-            let meta = RecordMeta {
-                input: 0,
-                partition: 0,
-                offset: 0,
-                timestamp_ms: now,
-                key: None,
-                traceparent: None,
-            };
             out.set_now(now);
             if let Some(r) = r {
-                j.process(r, &meta, now, &mut out).unwrap();
+                j.process(r, &meta(now, None), now, &mut out).unwrap();
             }
             j.on_stream_time(now, &mut out);
             out.take().len()
@@ -486,16 +488,8 @@ mod tests {
         let mut j = Journal::new(JournalConfig::default());
         let mut out = outputs();
         let mut file = |j: &mut Journal, now: i64, r: JobRun, tp: Option<&str>| {
-            let meta = RecordMeta {
-                input: 0,
-                partition: 0,
-                offset: 0,
-                timestamp_ms: now,
-                key: None,
-                traceparent: tp.map(str::to_owned),
-            };
             out.set_now(now);
-            j.process(r, &meta, now, &mut out).unwrap();
+            j.process(r, &meta(now, tp), now, &mut out).unwrap();
             j.on_stream_time(now, &mut out);
             out.take().into_iter().map(|r| r.links).collect::<Vec<_>>()
         };
