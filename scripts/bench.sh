@@ -9,6 +9,11 @@
 # a quicker look, `-- --latency-only` measures only the latency (docs/BENCHMARKS.md).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# One suite at a time: a second one's up.sh restarts the broker under the first, and the
+# first one's exit stops the second's.
+mkdir -p .cache
+exec 9>.cache/bench.lock
+flock -n 9 || { echo "bench.sh: another benchmark suite is running in this checkout" >&2; exit 1; }
 trap './scripts/infra/down.sh || true' EXIT
 ./scripts/infra/up.sh
 # shellcheck source=/dev/null
