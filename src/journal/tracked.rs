@@ -157,15 +157,17 @@ impl UidIn {
         match self {
             UidIn::Text(text) => text,
             UidIn::Bytes(b) => {
-                let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
-                format!(
-                    "{}-{}-{}-{}-{}",
-                    hex(&b[..4]),
-                    hex(&b[4..6]),
-                    hex(&b[6..8]),
-                    hex(&b[8..10]),
-                    hex(&b[10..])
-                )
+                // Read on every restore: one allocation, not one per byte.
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let mut text = String::with_capacity(36);
+                for (i, byte) in b.iter().enumerate() {
+                    if matches!(i, 4 | 6 | 8 | 10) {
+                        text.push('-');
+                    }
+                    text.push(HEX[usize::from(byte >> 4)] as char);
+                    text.push(HEX[usize::from(byte & 0xf)] as char);
+                }
+                text
             }
         }
     }
