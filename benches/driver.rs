@@ -4,14 +4,16 @@
 //!
 //! `cargo bench --bench driver -- --profile medium --hours 6 --repeat 3`
 
+#[path = "common/fleet.rs"]
+mod fleet;
+
 use std::{collections::BTreeMap, time::Instant};
 
 use kubefacts::{
     cli::{StageReport, run_all_in_memory},
     codec::Codec,
     config::PipelineConfig,
-    observe::{InputTopic, Observer, model::Source},
-    runtime::driver::{MemInputs, MemTopic},
+    runtime::driver::MemTopic,
     simulate,
 };
 
@@ -37,21 +39,10 @@ fn main() {
         .filter(|s| matches!(s.processor.as_str(), "runs" | "journal"))
         .cloned()
         .collect();
-    let mut inputs = MemInputs::new(&codec, &config.topics, PARTITIONS).unwrap();
-    let source = Source { cluster: config.cluster.clone(), instance: "bench".into(), epoch: 1 };
-    let mut observer =
-        Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
-    for entry in simulate::simulate(&profile, hours, 1) {
-        for released in observer.admit(entry) {
-            for obs in released.expect("the simulator writes only valid entries") {
-                inputs.push(&obs).unwrap();
-            }
-        }
-    }
-    observer.finish();
-    let observations: usize = InputTopic::ALL.iter().map(|t| inputs.topic(*t).len()).sum();
+    let observed = fleet::observe(&codec, &config, PARTITIONS, simulate::simulate(&profile, hours, 1));
+    let observations = observed.records;
     let topics: BTreeMap<String, MemTopic> =
-        inputs.into_topics().into_iter().map(|t| (t.name.clone(), t)).collect();
+        observed.inputs.into_topics().into_iter().map(|t| (t.name.clone(), t)).collect();
     let dead_letter = config.topics.full(&config.topics.dead_letter);
     println!("driving: {} {hours} h, {observations} observations, pid {}", profile.name, std::process::id());
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();

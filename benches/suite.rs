@@ -20,6 +20,8 @@
 
 #[path = "common/broker.rs"]
 mod broker;
+#[path = "common/fleet.rs"]
+mod fleet;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -31,17 +33,15 @@ use std::{
 };
 
 use broker::{Env, committed_reader, now_ms, percentile, producer_performance, unique};
+use fleet::{Observed, observe, observer};
 use kubefacts::{
     cli::run_all_in_memory,
     codec::Codec,
     config::{PipelineConfig, StageConfig, TopicsConfig},
     journal::JobRun,
-    observe::{
-        InputTopic, JobObservation, Observation, ObservationEvent, ObservationRecord, Observer, model::Source,
-    },
-    runtime::driver::{MemInputs, MemTopic},
+    observe::{InputTopic, JobObservation, Observation, ObservationEvent, ObservationRecord},
+    runtime::driver::MemTopic,
     simulate,
-    trace::TraceEntry,
 };
 use rdkafka::{
     Message, Offset, TopicPartitionList,
@@ -154,7 +154,7 @@ fn main() {
     );
 
     // The observations, in memory, for the record size and the driver.
-    let inputs = observe(&codec, &config, simulate::simulate(&profile, hours, args.seed));
+    let inputs = observe(&codec, &config, PARTITIONS, simulate::simulate(&profile, hours, args.seed));
     let observations = inputs.records;
     let record_size = (inputs.value_bytes as f64 / observations as f64).round() as usize;
     println!(
@@ -305,7 +305,8 @@ fn main() {
         for name in simulate::PROFILES {
             let p = simulate::profile(name).unwrap();
             let started = Instant::now();
-            let inputs = observe(&codec, &config, simulate::simulate(&p, SCALING_HOURS, args.seed));
+            let inputs =
+                observe(&codec, &config, PARTITIONS, simulate::simulate(&p, SCALING_HOURS, args.seed));
             let observe_secs = started.elapsed().as_secs_f64();
             let n = inputs.records;
             let d = in_memory(&codec, &config, &runs_and_journal(&config), &inputs);
@@ -428,39 +429,6 @@ fn write_trace(profile: &simulate::Profile, hours: u32, seed: u64, path: &Path) 
     out.flush().unwrap();
     drop(out);
     Simulated { entries, bytes: fs::metadata(path).unwrap().len(), secs: started.elapsed().as_secs_f64() }
-}
-
-/// Observations of a trace, partitioned as on Kafka.
-struct Observed {
-    inputs: MemInputs,
-    records: usize,
-    value_bytes: usize,
-}
-
-fn observe(codec: &Codec, config: &PipelineConfig, entries: impl Iterator<Item = TraceEntry>) -> Observed {
-    let mut inputs = MemInputs::new(codec, &config.topics, PARTITIONS).unwrap();
-    let mut observer = observer(config);
-    for entry in entries {
-        for released in observer.admit(entry) {
-            for obs in released.expect("the simulator writes only valid entries") {
-                inputs.push(&obs).unwrap();
-            }
-        }
-    }
-    observer.finish();
-    let (mut records, mut value_bytes) = (0, 0);
-    for topic in InputTopic::ALL {
-        let log = inputs.topic(topic);
-        records += log.len();
-        value_bytes +=
-            log.partitions.iter().flatten().map(|r| r.value.as_ref().map_or(0, Vec::len)).sum::<usize>();
-    }
-    Observed { inputs, records, value_bytes }
-}
-
-fn observer(config: &PipelineConfig) -> Observer {
-    let source = Source { cluster: config.cluster.clone(), instance: "bench".into(), epoch: 1 };
-    Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone())
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,0 +1,54 @@
+//! What the benchmarks over a simulated fleet share: a trace's observations as the watcher
+//! would publish them (minimized, admitted, Avro), partitioned as on Kafka, in memory.
+
+#![allow(dead_code)] // each bench uses its own subset
+
+use kubefacts::{
+    codec::Codec,
+    config::PipelineConfig,
+    observe::{InputTopic, Observer, model::Source},
+    runtime::driver::MemInputs,
+    trace::TraceEntry,
+};
+
+/// Observations of a trace, partitioned as on Kafka.
+pub struct Observed {
+    pub inputs: MemInputs,
+    /// Records on every input topic (markers and heartbeats once per partition).
+    pub records: usize,
+    /// Bytes of their values.
+    pub value_bytes: usize,
+}
+
+/// The watcher's path for every entry: admission, minimization, Avro, partitioning.
+pub fn observe(
+    codec: &Codec,
+    config: &PipelineConfig,
+    partitions: i32,
+    entries: impl Iterator<Item = TraceEntry>,
+) -> Observed {
+    let mut inputs = MemInputs::new(codec, &config.topics, partitions).unwrap();
+    let mut observer = observer(config);
+    for entry in entries {
+        for released in observer.admit(entry) {
+            for obs in released.expect("the simulator writes only valid entries") {
+                inputs.push(&obs).unwrap();
+            }
+        }
+    }
+    observer.finish();
+    let (mut records, mut value_bytes) = (0, 0);
+    for topic in InputTopic::ALL {
+        let log = inputs.topic(topic);
+        records += log.len();
+        value_bytes +=
+            log.partitions.iter().flatten().map(|r| r.value.as_ref().map_or(0, Vec::len)).sum::<usize>();
+    }
+    Observed { inputs, records, value_bytes }
+}
+
+/// An observer configured as the pipeline's watcher.
+pub fn observer(config: &PipelineConfig) -> Observer {
+    let source = Source { cluster: config.cluster.clone(), instance: "bench".into(), epoch: 1 };
+    Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone())
+}
