@@ -133,7 +133,7 @@ fn pod(n: u64, finished_at: i64) -> Pod {
             state: Some(ContainerTermination {
                 exit_code: 0,
                 reason: Some("Completed".into()),
-                signal: None,
+                exit_signal: None,
                 started_at: Some(finished_at - 55_000),
                 finished_at: Some(finished_at),
                 container_id: Some(format!("containerd://{n:064x}")),
@@ -257,6 +257,7 @@ fn simulate(jobs: u64, days: i64, cluster: Cluster) -> Outcome {
             partition: 0,
             offset,
             timestamp_ms: at,
+            writer: kubefacts::runtime::Writer::SOLE,
             key: None,
             traceparent: None,
         };

@@ -687,6 +687,7 @@ fn driver_rate(codec: &Codec, rt: &tokio::runtime::Runtime, log: &MemTopic, roun
             writers: vec![writer(codec)],
             topics: vec![MemTopic::new("out", PARTITIONS)],
             key_writers: Vec::new(),
+            forward: Vec::new(),
         };
         let started = Instant::now();
         let run = rt.block_on(driver::run("probe", codec, &[log], outputs, |_| Probe::new())).unwrap();

@@ -184,8 +184,7 @@ fn main() {
         &pipeline,
         format!(
             "[topics]\nprefix = \"{prefix}\"\n[process]\napplication_id = \"{app}\"\ncreate_topics = true\n\
-             partitions = {PARTITIONS}\n# a finite input: its last records need not wait 15 s for lanes that ran dry\n\
-             max_task_idle_ms = 500\n"
+             partitions = {PARTITIONS}\n"
         ),
     )
     .unwrap();
@@ -451,6 +450,8 @@ fn publish(env: &Env, trace: &Path, pipeline: &Path) -> Published {
             "--create-topics",
             "--partitions",
             &PARTITIONS.to_string(),
+            // A finite input: end it as a quiet cluster would, so every record is processed.
+            "--finish",
         ])
         .arg("--config")
         .arg(pipeline)

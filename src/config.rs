@@ -149,7 +149,156 @@ pub struct TopicsConfig {
     pub retained_by_owner: String,
     /// Records that could not be decoded or were invalid, with a reason.
     pub dead_letter: String,
+    /// How long each kind of topic keeps its records (`[topics.retention]`).
+    pub retention: RetentionConfig,
 }
+
+/// `[topics.retention]`: how long each kind of topic keeps its records, in milliseconds;
+/// `-1` keeps them forever. The broker deletes by record timestamp, and ours are
+/// observation and stream times — a recorded trace replayed, or a backfill, carries old
+/// ones — so a finite retention deletes such records at once: `publish` refuses input older
+/// than its topic's retention. Tables and changelogs are compacted and keep every key's
+/// latest record regardless (docs/TOPICS.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// The watcher's and host applications' observations (pods, jobs, cronjobs, leases,
+    /// sessions), in milliseconds; -1: forever.
+    pub inputs_ms: i64,
+    /// Logs of facts and of state changes (job-run facts, cleanup decisions and outcomes,
+    /// coverage alerts), in milliseconds; -1: forever.
+    pub facts_ms: i64,
+    /// Internal repartition topics between stages, in milliseconds; -1: forever.
+    pub internal_ms: i64,
+    /// The dead-letter topic, in milliseconds; -1: forever.
+    pub dead_letter_ms: i64,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self { inputs_ms: -1, facts_ms: -1, internal_ms: -1, dead_letter_ms: -1 }
+    }
+}
+
+/// What a topic is: how it is cleaned up and how long it keeps records (docs/TOPICS.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicKind {
+    /// Observations from the watcher or a host application: a log.
+    Input,
+    /// Facts, each written once: a log.
+    Facts,
+    /// One record per state change of a key, the history being the point: a log, never
+    /// compacted.
+    StateChanges,
+    /// Each record supersedes the key's previous one: compacted.
+    Table,
+    /// Between two stages of one pipeline: a log.
+    Internal,
+    /// Records that could not be used, with a reason: a log.
+    DeadLetter,
+}
+
+impl TopicKind {
+    /// Whether the topic is compacted (`cleanup.policy=compact`) rather than deleted by
+    /// retention.
+    pub fn compacted(self) -> bool {
+        self == Self::Table
+    }
+
+    /// The table's word for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Input => "input log",
+            Self::Facts => "fact log",
+            Self::StateChanges => "state-change log",
+            Self::Table => "table",
+            Self::Internal => "internal log",
+            Self::DeadLetter => "dead-letter log",
+        }
+    }
+}
+
+/// One topic of the pipeline, as docs/TOPICS.md lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicRole {
+    /// Its key in `[topics]`.
+    pub key: &'static str,
+    /// What it is.
+    pub kind: TopicKind,
+    /// What its records are keyed by.
+    pub record_key: &'static str,
+    /// What its record timestamps are.
+    pub timestamp: &'static str,
+}
+
+/// Every topic of the pipeline, in `[topics]` order.
+pub const TOPIC_ROLES: [TopicRole; 15] = {
+    use TopicKind::*;
+    const OBSERVED: &str = "observation time (the watcher's clock)";
+    const STREAM: &str = "stream time of the writing task at emission";
+    [
+        TopicRole {
+            key: "pods",
+            kind: Input,
+            record_key: "routing key: owning Job UID, else session id, else Pod UID",
+            timestamp: OBSERVED,
+        },
+        TopicRole { key: "jobs", kind: Input, record_key: "Job UID", timestamp: OBSERVED },
+        TopicRole { key: "cronjobs", kind: Input, record_key: "CronJob UID", timestamp: OBSERVED },
+        TopicRole { key: "leases", kind: Input, record_key: "`namespace/name`", timestamp: OBSERVED },
+        TopicRole {
+            key: "sessions",
+            kind: Input,
+            record_key: "session id",
+            timestamp: "observation time (the host application's clock)",
+        },
+        TopicRole {
+            key: "job_run_facts",
+            kind: Facts,
+            record_key: "owner UID (CronJob, or the bare Job)",
+            timestamp: STREAM,
+        },
+        TopicRole {
+            key: "job_runs",
+            kind: Table,
+            record_key: "`JobRunWindowKey` (Avro: window start, length)",
+            timestamp: STREAM,
+        },
+        TopicRole {
+            key: "journal_repartition",
+            kind: Internal,
+            record_key: "window start",
+            timestamp: STREAM,
+        },
+        TopicRole { key: "cleanup_decisions", kind: Facts, record_key: "Job UID", timestamp: STREAM },
+        TopicRole {
+            key: "cleanup_outcomes",
+            kind: Facts,
+            record_key: "Job UID",
+            timestamp: "when the cleaner applied the decision (its clock)",
+        },
+        TopicRole {
+            key: "coverage_alerts",
+            kind: StateChanges,
+            record_key: "subject (CronJob) UID",
+            timestamp: STREAM,
+        },
+        TopicRole { key: "session_projections", kind: Table, record_key: "session id", timestamp: STREAM },
+        TopicRole {
+            key: "session_owner_repartition",
+            kind: Internal,
+            record_key: "owner",
+            timestamp: STREAM,
+        },
+        TopicRole { key: "retained_by_owner", kind: Table, record_key: "owner", timestamp: STREAM },
+        TopicRole {
+            key: "dead_letter",
+            kind: DeadLetter,
+            record_key: "the original record's key",
+            timestamp: "the original record's timestamp",
+        },
+    ]
+};
 
 impl Default for TopicsConfig {
     fn default() -> Self {
@@ -170,6 +319,7 @@ impl Default for TopicsConfig {
             session_owner_repartition: "internal.session-owner-repartition.v1".into(),
             retained_by_owner: "retained-compute-by-owner.v1".into(),
             dead_letter: "dead-letter.v1".into(),
+            retention: RetentionConfig::default(),
         }
     }
 }
@@ -187,11 +337,6 @@ pub struct ProcessConfig {
     pub max_batch_records: usize,
     /// Longest time spent filling one transaction, in milliseconds.
     pub commit_interval_ms: u64,
-    /// How long a task blocked on an empty input lane (no progress at all) waits before it
-    /// processes what it has, in milliseconds. Processing early reorders the input, so
-    /// outputs (cleanup decisions included) stop being deterministic; the watcher's
-    /// heartbeats reach every partition every 10 s, so a live lane is never this quiet.
-    pub max_task_idle_ms: u64,
     /// Broker-side transaction timeout, in milliseconds.
     pub transaction_timeout_ms: u64,
     /// Consumer group session timeout, in milliseconds (the broker's minimum is 6000).
@@ -213,7 +358,6 @@ impl Default for ProcessConfig {
             application_id: "kubefacts".into(),
             max_batch_records: 10_000,
             commit_interval_ms: 100,
-            max_task_idle_ms: 15_000,
             transaction_timeout_ms: 10_000,
             session_timeout_ms: 10_000,
             create_topics: false,
@@ -225,6 +369,7 @@ impl Default for ProcessConfig {
                     processor: "runs".into(),
                     inputs: vec!["topics.jobs".into(), "topics.pods".into()],
                     globals: vec!["topics.jobs".into()],
+                    untimed: Vec::new(),
                     outputs: vec![
                         "topics.job_run_facts".into(),
                         "topics.journal_repartition".into(),
@@ -236,6 +381,7 @@ impl Default for ProcessConfig {
                     processor: "journal".into(),
                     inputs: vec!["topics.journal_repartition".into()],
                     globals: Vec::new(),
+                    untimed: Vec::new(),
                     outputs: vec!["topics.job_runs".into()],
                 },
                 StageConfig {
@@ -243,6 +389,7 @@ impl Default for ProcessConfig {
                     processor: "coverage".into(),
                     inputs: vec!["topics.job_run_facts".into(), "topics.cronjobs".into()],
                     globals: vec!["topics.leases".into()],
+                    untimed: Vec::new(),
                     outputs: vec!["topics.coverage_alerts".into()],
                 },
                 StageConfig {
@@ -250,6 +397,7 @@ impl Default for ProcessConfig {
                     processor: "sessions".into(),
                     inputs: vec!["topics.sessions".into(), "topics.pods".into()],
                     globals: Vec::new(),
+                    untimed: Vec::new(),
                     outputs: vec![
                         "topics.session_projections".into(),
                         "topics.session_owner_repartition".into(),
@@ -260,6 +408,7 @@ impl Default for ProcessConfig {
                     processor: "session-owners".into(),
                     inputs: vec!["topics.session_owner_repartition".into()],
                     globals: Vec::new(),
+                    untimed: Vec::new(),
                     outputs: vec!["topics.retained_by_owner".into()],
                 },
             ],
@@ -284,6 +433,12 @@ pub struct StageConfig {
     /// Global input topics every task reads whole.
     #[serde(default)]
     pub globals: Vec<String>,
+    /// Inputs (of `inputs`) whose producers send no stream time — no heartbeats, no
+    /// writer header — so they must not hold the stage's time back: their records are merged
+    /// in timestamp order once the other inputs have passed them (docs/RUNTIME.md, "Stream
+    /// time"). The watcher heartbeats every input topic it writes, `sessions.v1` included.
+    #[serde(default)]
+    pub untimed: Vec<String>,
     /// Output topics, one per output of the processor.
     #[serde(default)]
     pub outputs: Vec<String>,
@@ -296,10 +451,90 @@ impl StageConfig {
     }
 }
 
+/// The table of docs/TOPICS.md, rendered from [`TOPIC_ROLES`] and the defaults (a test
+/// keeps the two equal).
+pub fn topics_table() -> String {
+    let topics = TopicsConfig::default();
+    let mut out = String::from(
+        "| topic | `[topics]` key | what it is | key | cleanup | retention | record timestamp |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for role in &TOPIC_ROLES {
+        let name =
+            topics.named().into_iter().find(|(k, _)| *k == role.key).map(|(_, n)| n).unwrap_or_default();
+        let (cleanup, retention) = match TopicsConfig::retention_key(role.kind) {
+            None => ("compact", "latest record per key, forever".to_owned()),
+            Some(key) => ("delete", format!("`{key}` (default -1: forever)")),
+        };
+        out += &format!(
+            "| `{}{name}` | `{}` | {} | {} | {cleanup} | {retention} | {} |\n",
+            topics.prefix,
+            role.key,
+            role.kind.name(),
+            role.record_key,
+            role.timestamp
+        );
+    }
+    out
+}
+
 impl TopicsConfig {
     /// The full topic name for one of the names above.
     pub fn full(&self, name: &str) -> String {
         format!("{}{name}", self.prefix)
+    }
+
+    /// The role of the topic with this full name, when it is one of the pipeline's.
+    pub fn role_of(&self, full_name: &str) -> Option<&'static TopicRole> {
+        let key = self.named().into_iter().find(|(_, n)| self.full(n) == full_name)?.0;
+        TOPIC_ROLES.iter().find(|r| r.key == key)
+    }
+
+    /// How long a topic of `kind` keeps records, in milliseconds (-1: forever; `None` for
+    /// compacted tables, which keep every key's latest record).
+    pub fn retention_ms(&self, kind: TopicKind) -> Option<i64> {
+        let r = &self.retention;
+        match kind {
+            TopicKind::Input => Some(r.inputs_ms),
+            TopicKind::Facts | TopicKind::StateChanges => Some(r.facts_ms),
+            TopicKind::Internal => Some(r.internal_ms),
+            TopicKind::DeadLetter => Some(r.dead_letter_ms),
+            TopicKind::Table => None,
+        }
+    }
+
+    /// The `[topics.retention]` key that sets a kind's retention.
+    pub fn retention_key(kind: TopicKind) -> Option<&'static str> {
+        match kind {
+            TopicKind::Input => Some("topics.retention.inputs_ms"),
+            TopicKind::Facts | TopicKind::StateChanges => Some("topics.retention.facts_ms"),
+            TopicKind::Internal => Some("topics.retention.internal_ms"),
+            TopicKind::DeadLetter => Some("topics.retention.dead_letter_ms"),
+            TopicKind::Table => None,
+        }
+    }
+
+    /// The topic to create or check for `full_name`: its cleanup policy and retention from
+    /// its role; a topic that is not one of the pipeline's (a probe's, an ad-hoc stage's)
+    /// is a table when `compacted`, else a fact log.
+    pub fn spec(
+        &self,
+        full_name: &str,
+        partitions: i32,
+        compacted: bool,
+    ) -> crate::runtime::topics::TopicSpec {
+        let kind = self.role_of(full_name).map(|r| r.kind).unwrap_or(if compacted {
+            TopicKind::Table
+        } else {
+            TopicKind::Facts
+        });
+        let spec = crate::runtime::topics::TopicSpec::new(full_name, partitions);
+        match self.retention_ms(kind) {
+            None => spec.compacted(),
+            Some(ms) => {
+                spec.with_config("retention.ms", ms.to_string()).with_setting(Self::retention_key(kind))
+            }
+        }
     }
 
     fn named(&self) -> [(&'static str, &str); 15] {
@@ -354,6 +589,7 @@ impl PipelineConfig {
             for (field, list) in [
                 ("inputs", &mut stage.inputs),
                 ("globals", &mut stage.globals),
+                ("untimed", &mut stage.untimed),
                 ("outputs", &mut stage.outputs),
             ] {
                 for topic in list.iter_mut() {
@@ -380,6 +616,20 @@ impl PipelineConfig {
         };
         if self.cluster.trim().is_empty() {
             return Err(invalid("cluster", "must not be empty".into()));
+        }
+        let r = &self.topics.retention;
+        for (key, ms) in [
+            ("inputs_ms", r.inputs_ms),
+            ("facts_ms", r.facts_ms),
+            ("internal_ms", r.internal_ms),
+            ("dead_letter_ms", r.dead_letter_ms),
+        ] {
+            if ms == 0 || ms < -1 {
+                return Err(invalid(
+                    &format!("topics.retention.{key}"),
+                    format!("{ms}: must be -1 (forever) or a positive number of milliseconds"),
+                ));
+            }
         }
         let mut seen = std::collections::HashSet::new();
         for (key, name) in self.topics.named() {
@@ -567,6 +817,21 @@ impl ProcessConfig {
                     return Err(invalid(&at(field), format!("{bad:?} is not a valid Kafka topic name")));
                 }
             }
+            if let Some(bad) = stage.untimed.iter().find(|t| !stage.inputs.contains(t)) {
+                return Err(invalid(&at("untimed"), format!("{bad:?} is not one of the stage's inputs")));
+            }
+            // A downstream task waits for every task of the stage that writes its input: two
+            // stages writing one topic would be two writers of one name.
+            for (j, earlier) in self.stages[..i].iter().enumerate() {
+                if let Some(both) = stage.outputs.iter().find(|t| earlier.outputs.contains(t)) {
+                    return Err(invalid(
+                        &at("outputs"),
+                        format!(
+                            "{both:?} is also an output of process.stages[{j}]: a topic has one writing stage"
+                        ),
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -589,6 +854,52 @@ mod tests {
         assert!(e.to_string().contains("topics.jobs"), "{e}");
         let e = PipelineConfig::parse("[topics]\njobs = \"pods.v1\"\n", "t.toml").unwrap_err();
         assert!(e.to_string().contains("used twice"), "{e}");
+    }
+
+    #[test]
+    fn every_topic_has_a_role_and_ports_agree_with_it() {
+        let topics = TopicsConfig::default();
+        let keys: Vec<&str> = topics.named().iter().map(|(k, _)| *k).collect();
+        let roles: Vec<&str> = TOPIC_ROLES.iter().map(|r| r.key).collect();
+        assert_eq!(keys, roles, "TOPIC_ROLES lists every [topics] key, in order");
+        use clap::ValueEnum;
+        for processor in crate::cli::stages::ProcessorName::value_variants() {
+            for port in processor.ports() {
+                let Some(role) = TOPIC_ROLES.iter().find(|r| r.key == port.topic) else { continue };
+                assert_eq!(port.compacted, role.kind.compacted(), "{}: port and role disagree", port.topic);
+            }
+        }
+        let spec = |key: &str, compacted| topics.spec(&topics.full(key), 3, compacted);
+        let alerts = spec("coverage-alerts.v1", true);
+        assert!(!alerts.compacted, "a log of state changes is never compacted, whatever a port says");
+        assert_eq!(alerts.config.get("retention.ms").map(String::as_str), Some("-1"));
+        assert_eq!(alerts.setting, Some("topics.retention.facts_ms"));
+        assert!(spec("job-runs.v1", false).compacted);
+        assert!(spec("job-runs.v1", false).config.is_empty(), "a table has no retention");
+        let other = topics.spec("some.probe-out", 3, true);
+        assert!(other.compacted, "an unknown topic follows its port");
+    }
+
+    #[test]
+    fn the_topics_doc_shows_the_table_the_code_applies() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/TOPICS.md")).unwrap();
+        let (_, rest) = doc.split_once("<!-- topics table: generated by config::topics_table -->\n").unwrap();
+        let (table, _) = rest.split_once("<!-- end of topics table -->").unwrap();
+        assert_eq!(table, topics_table(), "docs/TOPICS.md's table differs from config::topics_table()");
+    }
+
+    #[test]
+    fn retention_is_forever_by_default_and_a_bad_one_fails_naming_the_key() {
+        let cfg = PipelineConfig::default();
+        assert_eq!(cfg.topics.retention_ms(TopicKind::Input), Some(-1));
+        let text = "[topics.retention]\nfacts_ms = 604800000\n";
+        let cfg = PipelineConfig::parse(text, "t.toml").unwrap();
+        assert_eq!(cfg.topics.retention_ms(TopicKind::StateChanges), Some(604_800_000));
+        for bad in ["0", "-2"] {
+            let e = PipelineConfig::parse(&format!("[topics.retention]\ninputs_ms = {bad}\n"), "t.toml")
+                .unwrap_err();
+            assert!(e.to_string().contains("topics.retention.inputs_ms"), "{e}");
+        }
     }
 
     #[test]

@@ -28,7 +28,7 @@ fn now_ms() -> i64 {
 fn record(name: &str, state: CoverageState, stream_time: i64, pending_since: Option<i64>) -> CoverageAlert {
     CoverageAlert {
         subject: CoverageSubject {
-            kind: "CronJob".into(),
+            kind: kubefacts::coverage::SUBJECT_KIND.into(),
             namespace: NAMESPACE.into(),
             name: name.into(),
             uid: format!("uid-{name}"),
@@ -42,7 +42,10 @@ fn record(name: &str, state: CoverageState, stream_time: i64, pending_since: Opt
         pending_since,
         manager_lease: "kube-system/kube-controller-manager".into(),
         manager_covered_until: Some(stream_time),
-        coverage_gaps: vec![CoverageGap { from: stream_time - 900_000, to: stream_time - 840_000 }],
+        coverage_gaps: vec![CoverageGap {
+            started_at: stream_time - 900_000,
+            ended_at: stream_time - 840_000,
+        }],
     }
 }
 

@@ -503,7 +503,11 @@ async fn applying_deletes_only_the_decided_uid_and_records_one_outcome_per_decis
     assert_eq!((dls[0].reason.as_str(), dls[0].processor.as_str()), ("invalid_decision", "cleaner"));
     assert_eq!((dls[0].source_partition, dls[0].source_offset), (invalid[0].partition, invalid[0].offset));
     assert_eq!((dls[1].source_partition, dls[1].source_offset), garbage);
-    assert_eq!(dls[1].value.as_deref(), Some(&b"\x00\x00\x00\x00\x07not avro"[..]), "the original bytes");
+    assert_eq!(
+        dls[1].source_value.as_deref(),
+        Some(&b"\x00\x00\x00\x00\x07not avro"[..]),
+        "the original bytes"
+    );
     assert_ne!(dls[1].reason, "", "{:?}", dls[1]);
 }
 

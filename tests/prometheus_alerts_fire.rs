@@ -12,13 +12,9 @@ use std::{
 };
 
 use serde_json::Value;
-use support::{KillOnDrop, infra, logs_in, prometheus, read_topic, repo_path, unique_name};
+use support::{KillOnDrop, free_port, infra, logs_in, prometheus, read_topic, repo_path, unique_name};
 
 const RULES: &str = "deploy/prometheus/kubefacts-alerts.yml";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// GETs `url` and returns the JSON `data` of a Prometheus API answer; `None` while it does
 /// not answer with success.

@@ -26,7 +26,7 @@ use rdkafka::{
     message::{Header, Headers, OwnedHeaders},
     producer::{BaseRecord, Producer, ThreadedProducer},
 };
-use support::{Infra, KillOnDrop as Instance, infra, unique_name};
+use support::{Infra, KillOnDrop as Instance, free_port, infra, unique_name};
 
 const PARTITIONS: i32 = 3;
 
@@ -59,6 +59,26 @@ fn input_log(codec: &Codec, n: usize, keys: usize, corrupt_every: usize) -> MemT
 /// per record, so a forwarded header names the record it came from.
 fn traceparent_of(partition: i32, offset: usize) -> String {
     format!("00-{:032x}-{:016x}-01", ((partition as u128) << 64) | (offset as u128 + 1), offset + 1)
+}
+
+/// Ends a finite input the way the watcher's heartbeats do in a quiet cluster: a record
+/// carrying only time (the `kubefacts-heartbeat` header, no value) on every partition of
+/// `topic`, later than any record of the logs. A task releases a record once every one of
+/// its lanes has passed its time, so without it the records after the last lane's last
+/// record would wait for more input.
+fn produce_end(infra: &Infra, topic: &str, partitions: i32) {
+    let producer: ThreadedProducer<_> =
+        ClientConfig::new().set("bootstrap.servers", &infra.bootstrap).create().unwrap();
+    for p in 0..partitions {
+        let header = Header { key: kubefacts::runtime::HEARTBEAT_HEADER, value: Some("1") };
+        let rec: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic)
+            .partition(p)
+            .key(kubefacts::runtime::HEARTBEAT_KEY)
+            .timestamp(1_795_946_400_000 + 10_000_000)
+            .headers(OwnedHeaders::new().insert(header));
+        producer.send(rec).map_err(|(e, _)| e).unwrap();
+    }
+    producer.flush(Duration::from_secs(60)).unwrap();
 }
 
 /// Produces `log` to `topic`, each record with its [`traceparent_of`] header.
@@ -292,7 +312,7 @@ async fn bad_records_are_dead_lettered_with_their_offsets_and_good_ones_counted_
         let dl: DeadLetter = codec.decode_as(&value.unwrap()).await.unwrap();
         let original = &log.partitions[dl.source_partition as usize][dl.source_offset as usize];
         assert_eq!((dl.reason.as_str(), dl.source_topic.as_str()), ("unknown_framing", p.input.as_str()));
-        assert_eq!(dl.value, original.value, "the dead letter carries the original bytes");
+        assert_eq!(dl.source_value, original.value, "the dead letter carries the original bytes");
         assert_eq!(key, original.key, "keyed like the original");
         // Nothing is exported here: the input's trace context is forwarded unchanged.
         let input_context = traceparent_of(dl.source_partition, dl.source_offset as usize);
@@ -372,6 +392,7 @@ async fn kafka_runtime_and_in_memory_driver_give_the_same_outputs() {
         writers: vec![writer(&codec, KeyedCount::FULL_NAME)],
         topics: vec![MemTopic::new("out", PARTITIONS)],
         key_writers: Vec::new(),
+        forward: Vec::new(),
     };
     let expected = driver::run("probe", &codec, &[&log], outputs, |_| Probe::new()).await.unwrap();
     let n = expected.outputs[0].len();
@@ -589,6 +610,8 @@ async fn global_inputs_reach_every_task_exactly_once_through_crashes() {
     p.global = Some(global_topic.clone());
     produce_log(&infra, &p.input, &log);
     produce_log(&infra, &global_topic, &global);
+    produce_end(&infra, &p.input, PARTITIONS);
+    produce_end(&infra, &global_topic, 2);
     let mut rng = Rng::from_env_or_clock();
     let mut instances = [p.start(&infra, "a"), p.start(&infra, "b")];
     for _ in 0..3 {
@@ -726,11 +749,6 @@ fn bucketed(log: &MemTopic) -> MemTopic {
     out
 }
 
-/// A free loopback port (bound, then released for the child to take).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stages_from_a_pipeline_file_re_key_and_count_exactly_once_through_crashes() {
     let infra = infra();
@@ -807,6 +825,7 @@ outputs = ["{output}"]
         child.wait().unwrap();
     }
     produce_log(&infra, &p.input, &slices[3]);
+    produce_end(&infra, &p.input, PARTITIONS);
     let mut instances = [a, start("b", &[])];
     let [x, y] = &mut instances;
     let outputs = tokio::task::block_in_place(|| p.wait_for_outputs(&infra, log.len(), 240, &mut [x, y]));

@@ -122,7 +122,7 @@ async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
     let config = dir.path().join("pipeline.toml");
     std::fs::write(
         &config,
-        format!("[topics]\nprefix = \"{prefix}\"\n\n[process]\napplication_id = \"{app}\"\nmax_task_idle_ms = 500\n"),
+        format!("[topics]\nprefix = \"{prefix}\"\n\n[process]\napplication_id = \"{app}\"\n"),
     )
     .unwrap();
     let config = config.to_str().unwrap().to_owned();
@@ -250,8 +250,10 @@ async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
                 chain.push(describe(span));
             }
             // A root that is not a publish span: the output was emitted while a keyless
-            // record (a snapshot marker, a heartbeat: no publish span) advanced stream time.
-            if span.name == "process" {
+            // record (a snapshot marker, a heartbeat: no publish span) or stream time a
+            // stage forwarded (keyed `kubefacts.heartbeat`) advanced stream time.
+            let forwarded = matches!(attr(span, "kubefacts.heartbeat"), Some(Value::Bool(true)));
+            if span.name == "process" && !forwarded {
                 let input = string(span, "messaging.destination.name");
                 let partition = string(span, "messaging.destination.partition.id").parse().unwrap();
                 let Some(Value::I64(offset)) = attr(span, "messaging.kafka.offset") else { unreachable!() };

@@ -289,7 +289,7 @@ mod tests {
     fn record(name: &str, state: CoverageState, t: i64) -> CoverageAlert {
         CoverageAlert {
             subject: CoverageSubject {
-                kind: "CronJob".into(),
+                kind: crate::coverage::SUBJECT_KIND.into(),
                 namespace: "batch".into(),
                 name: name.into(),
                 uid: format!("uid-{name}"),
@@ -304,7 +304,7 @@ mod tests {
                 .then_some(t - 600_000),
             manager_lease: "kube-system/kube-controller-manager".into(),
             manager_covered_until: Some(t),
-            coverage_gaps: vec![CoverageGap { from: t - 7_200_000, to: t - 7_100_000 }],
+            coverage_gaps: vec![CoverageGap { started_at: t - 7_200_000, ended_at: t - 7_100_000 }],
         }
     }
 

@@ -131,8 +131,15 @@ impl Harness {
         };
         self.offset += 1;
         let traceparent = self.context.take();
-        let meta =
-            RecordMeta { input, partition, offset: self.offset, timestamp_ms: at, key: None, traceparent };
+        let meta = RecordMeta {
+            input,
+            partition,
+            offset: self.offset,
+            timestamp_ms: at,
+            writer: crate::runtime::Writer::SOLE,
+            key: None,
+            traceparent,
+        };
         let input = if input == 0 { RunsInput::Job(obs) } else { RunsInput::AnyJob(obs) };
         self.task.process(input, &meta).unwrap();
         self.drain().await;

@@ -101,7 +101,8 @@ pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
         session_timeout_ms: pipeline.process.session_timeout_ms,
         cleaner: pipeline.cleaner.clone(),
     };
-    prepare_topics(&run, args.create_topics, args.partitions.unwrap_or(pipeline.process.partitions)).await?;
+    let partitions = args.partitions.unwrap_or(pipeline.process.partitions);
+    prepare_topics(&run, &pipeline.topics, args.create_topics, partitions).await?;
 
     let kube_config = match &args.kubeconfig {
         Some(path) => {
@@ -187,7 +188,12 @@ fn cleaner_client(mut config: kube::Config, run: &CleanerRun) -> anyhow::Result<
 
 /// Checks (or, with `--create-topics`, creates) the decisions, outcomes and dead-letter
 /// topics. Existing topics may have any partition count.
-async fn prepare_topics(run: &CleanerRun, create: bool, partitions: i32) -> anyhow::Result<()> {
+async fn prepare_topics(
+    run: &CleanerRun,
+    topics: &crate::config::TopicsConfig,
+    create: bool,
+    partitions: i32,
+) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> =
         ClientConfig::new().set("bootstrap.servers", &run.bootstrap).create()?;
     let probe: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &run.bootstrap).create()?;
@@ -197,7 +203,7 @@ async fn prepare_topics(run: &CleanerRun, create: bool, partitions: i32) -> anyh
     let specs: Vec<TopicSpec> = [&run.decisions, &run.outcomes, &run.dead_letter]
         .into_iter()
         .filter(|t| !existing.contains(&t.as_str()))
-        .map(|t| TopicSpec::new(t, partitions))
+        .map(|t| topics.spec(t, partitions, false))
         .collect();
     ensure_topics(&admin, &specs, create).await?;
     Ok(())

@@ -217,7 +217,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
             write_jsonl(&codec, log, &args.output).await?;
             write_container(&codec, log, &args.output).await?;
         }
-        processed.push((name.clone(), log.len(), internal));
+        processed.push((name.clone(), log.facts(), internal));
     }
     let runs: Vec<JobRun> =
         decode_all(&codec, logs.get(&config.topics.full(&config.topics.job_run_facts))).await?;
@@ -550,8 +550,8 @@ fn print_coverage(alerts: &[CoverageAlert]) {
             _ => {}
         }
         for g in &a.coverage_gaps {
-            let to = gaps.entry((&a.manager_lease, g.from)).or_insert(g.to);
-            *to = (*to).max(g.to);
+            let to = gaps.entry((&a.manager_lease, g.started_at)).or_insert(g.ended_at);
+            *to = (*to).max(g.ended_at);
         }
     }
     let counts: Vec<String> = entered.iter().map(|(s, n)| format!("{n} {s}")).collect();

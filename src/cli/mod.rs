@@ -76,7 +76,7 @@ impl InputTopicArgs {
             rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
         let specs: Vec<crate::runtime::topics::TopicSpec> = crate::observe::InputTopic::ALL
             .iter()
-            .map(|t| crate::runtime::topics::TopicSpec::new(t.topic_name(topics), self.partitions))
+            .map(|t| topics.spec(&t.topic_name(topics), self.partitions, false))
             .collect();
         crate::runtime::topics::ensure_topics(&admin, &specs, true).await?;
         Ok(())

@@ -91,6 +91,29 @@ where
     pub(super) fn rejected_total(&self) -> u64 {
         self.rejected.values().sum()
     }
+
+    /// After the trace: the heartbeats `--finish` adds (see [`finishing_heartbeats`]), and
+    /// what observing them released (heartbeat records, and anything admission held).
+    pub(super) fn finish(
+        &mut self,
+        config: &crate::config::PipelineConfig,
+    ) -> (Vec<TraceEntry>, Vec<Observation>) {
+        let added = if self.entries == 0 {
+            Vec::new()
+        } else {
+            finishing_heartbeats(self.last_observed_at_ms, config)
+        };
+        let mut batch = Vec::new();
+        for entry in &added {
+            for released in self.observer.admit(entry.clone()) {
+                match released {
+                    Ok(observations) => batch.extend(observations),
+                    Err(e) => eprintln!("{}: {e}", self.verb),
+                }
+            }
+        }
+        (added, batch)
+    }
 }
 
 impl<I> Iterator for Observed<'_, I>
@@ -123,4 +146,52 @@ where
         }
         Some(batch)
     }
+}
+
+/// `--finish` of `publish` and `replay`: end a finite trace the way a quiet cluster does.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct FinishArgs {
+    /// After the trace's last entry, write a heartbeat every `[watch].heartbeat_interval_ms`
+    /// of observation time (to every partition of every input topic, as the watcher of a
+    /// quiet cluster does) until past the end of the last entry's journal window plus
+    /// `[journal].grace_ms`: every stage then processes every record, and every window is
+    /// final. Without it, what came after the trace's last heartbeat waits for more input.
+    #[arg(long)]
+    pub finish: bool,
+}
+
+/// The heartbeats `--finish` adds after a trace whose last entry was observed at `last_ms`:
+/// one every heartbeat interval, the last at or past the end of `last_ms`'s journal window
+/// plus grace.
+pub(super) fn finishing_heartbeats(last_ms: i64, config: &crate::config::PipelineConfig) -> Vec<TraceEntry> {
+    let interval = i64::try_from(config.watch.heartbeat_interval_ms).unwrap_or(i64::MAX).max(1);
+    let journal = &config.journal;
+    let until = journal.window_start(last_ms) + journal.window_length_ms + journal.grace_ms;
+    let mut at = last_ms;
+    let mut out = Vec::new();
+    while at < until {
+        at = at.saturating_add(interval);
+        out.push(TraceEntry { observed_at_ms: at, event: trace::TraceEvent::Heartbeat });
+    }
+    out
+}
+
+/// What `--finish` added, for the verb's summary line.
+pub(super) fn finished_line(
+    verb: &str,
+    added: &[TraceEntry],
+    config: &crate::config::PipelineConfig,
+) -> String {
+    let (Some(first), Some(last)) = (added.first(), added.last()) else {
+        return format!("{verb}: --finish added nothing (the trace is empty)");
+    };
+    let time = |ms: i64| crate::codec::json::rfc3339_millis(ms).unwrap_or_else(|| ms.to_string());
+    format!(
+        "{verb}: finished the trace as a quiet cluster would: {} heartbeat(s) every {} ms from {} to {} \
+         (past the last window's end + grace): every window is final",
+        added.len(),
+        config.watch.heartbeat_interval_ms,
+        time(first.observed_at_ms),
+        time(last.observed_at_ms)
+    )
 }

@@ -119,6 +119,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
             processor: p.name(),
             inputs: args.inputs.clone(),
             globals: args.globals.clone(),
+            untimed: Vec::new(),
             outputs: args.outputs.clone(),
         }],
         (None, None) => bail!("give --config or --processor"),
@@ -138,15 +139,15 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
             RuntimeConfig::new(&args.kafka.bootstrap, &settings.application_id, &instance_id, stage.name());
         runtime.inputs = stage.inputs.clone();
         runtime.globals = stage.globals.clone();
+        runtime.untimed = stage.untimed.clone();
         runtime.outputs = stage.outputs.clone();
         runtime.dead_letter = dead_letter.clone();
         runtime.max_batch_records = settings.max_batch_records;
         runtime.commit_interval_ms = settings.commit_interval_ms;
-        runtime.max_task_idle_ms = settings.max_task_idle_ms;
         runtime.transaction_timeout_ms = settings.transaction_timeout_ms;
         runtime.session_timeout_ms = settings.session_timeout_ms;
         runtime.failpoint = args.failpoint;
-        prepare_topics(&runtime, processor, &settings)
+        prepare_topics(&runtime, processor, &settings, &pipeline.topics)
             .await
             .with_context(|| format!("stage {}", stage.name()))?;
         resolved.push(Stage { processor, runtime, stats: Arc::new(RuntimeStats::default()) });
@@ -252,6 +253,7 @@ async fn prepare_topics(
     cfg: &RuntimeConfig,
     processor: ProcessorName,
     settings: &ProcessConfig,
+    topics: &crate::config::TopicsConfig,
 ) -> anyhow::Result<()> {
     let (create, partitions) = (settings.create_topics, settings.partitions);
     let admin: AdminClient<DefaultClientContext> =
@@ -260,8 +262,10 @@ async fn prepare_topics(
     let fetch = || tokio::task::block_in_place(|| probe.fetch_metadata(None, Duration::from_secs(30)));
     // Global inputs may have any partition count: only a missing one is created (or reported).
     let existing: Vec<String> = fetch()?.topics().iter().map(|t| t.name().to_owned()).collect();
-    let mut specs: Vec<TopicSpec> = cfg.inputs.iter().map(|t| TopicSpec::new(t, partitions)).collect();
-    specs.extend(cfg.globals.iter().filter(|g| !existing.contains(g)).map(|t| TopicSpec::new(t, partitions)));
+    let mut specs: Vec<TopicSpec> = cfg.inputs.iter().map(|t| topics.spec(t, partitions, false)).collect();
+    specs.extend(
+        cfg.globals.iter().filter(|g| !existing.contains(g)).map(|t| topics.spec(t, partitions, false)),
+    );
     ensure_topics(&admin, &specs, create).await?;
     let metadata = fetch()?;
     let inputs: Vec<&str> = cfg.inputs.iter().map(String::as_str).collect();
@@ -276,16 +280,12 @@ async fn prepare_topics(
         .outputs
         .iter()
         .zip(processor.ports())
-        .map(|(t, port)| {
-            let spec = TopicSpec::new(t, partitions);
-            if port.compacted { spec.compacted() } else { spec }
-        })
+        .map(|(t, port)| topics.spec(t, partitions, port.compacted))
         .collect();
-    specs.push(TopicSpec::new(&cfg.dead_letter, partitions));
+    specs.push(topics.spec(&cfg.dead_letter, partitions, false));
     let mut stores = processor.stores();
-    if !cfg.globals.is_empty() {
-        stores.push(crate::runtime::task::GLOBAL_POSITIONS_STORE.to_owned());
-    }
+    stores
+        .extend(crate::runtime::task::runtime_stores(!cfg.globals.is_empty()).into_iter().map(String::from));
     for store in stores {
         specs.push(TopicSpec::new(cfg.changelog_topic(&store), input_partitions).compacted());
     }

@@ -6,7 +6,7 @@ use std::{path::PathBuf, time::Instant};
 use clap::Args;
 
 use super::{
-    observed::{Observed, TraceFile},
+    observed::{FinishArgs, Observed, TraceFile, finished_line},
     progress::Progress,
 };
 use crate::{
@@ -33,6 +33,9 @@ pub struct PublishArgs {
     /// Input topic creation.
     #[command(flatten)]
     pub topics: super::InputTopicArgs,
+    /// Ending the trace.
+    #[command(flatten)]
+    pub finish: FinishArgs,
 }
 
 pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
@@ -45,6 +48,7 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     args.topics.ensure(&args.kafka.bootstrap, &config.topics).await?;
     let codec = args.kafka.codec()?;
     let mut publisher = Publisher::connect(&args.kafka.bootstrap, &codec, &config.topics).await?;
+    let oldest = RetentionGuard::read(&args.kafka.bootstrap, &config.topics).await?;
 
     let instance = args
         .instance_id
@@ -58,11 +62,21 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     let mut observed = Observed::new("publish", trace.entries, &mut observer);
     for batch in &mut observed {
         for obs in &batch {
+            oldest.check(obs)?;
             publisher.publish(obs).await?;
         }
         published += batch.len() as u64;
         progress.update(read_bytes.get(), published);
     }
+    let finished = if args.finish.finish {
+        let (added, batch) = observed.finish(&config);
+        for obs in &batch {
+            publisher.publish(obs).await?;
+        }
+        Some(finished_line("publish", &added, &config))
+    } else {
+        None
+    };
     let (entries, rejected) = (observed.entries, observed.rejected_total());
     observer.finish();
     publisher.flush().await?;
@@ -77,5 +91,57 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         entries as f64 / secs.max(1e-9),
         counts.records as f64 / secs.max(1e-9)
     );
+    if let Some(line) = finished {
+        println!("{line}");
+    }
     Ok(())
+}
+
+/// Refuses observations the broker would delete at once: older than their topic's
+/// `retention.ms` (records are deleted by timestamp, and a recorded trace carries its own).
+#[derive(Debug)]
+struct RetentionGuard {
+    /// Per input topic with a finite retention: (name, retention.ms, oldest timestamp kept).
+    limits: Vec<(crate::observe::InputTopic, String, i64, i64)>,
+}
+
+impl RetentionGuard {
+    async fn read(bootstrap: &str, topics: &crate::config::TopicsConfig) -> anyhow::Result<Self> {
+        let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+            rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
+        let names: Vec<(crate::observe::InputTopic, String)> =
+            crate::observe::InputTopic::ALL.iter().map(|t| (*t, t.topic_name(topics))).collect();
+        let refs: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
+        let retention = crate::runtime::topics::retention_ms(&admin, &refs).await?;
+        let now = jiff::Timestamp::now().as_millisecond();
+        let limits = names
+            .into_iter()
+            .filter_map(|(t, name)| {
+                let ms = *retention.get(&name)?;
+                (ms >= 0).then(|| (t, name, ms, now - ms))
+            })
+            .collect();
+        Ok(Self { limits })
+    }
+
+    fn check(&self, obs: &crate::observe::Observation) -> anyhow::Result<()> {
+        let at = obs.record.observed_at();
+        let Some((_, name, ms, oldest)) = self.limits.iter().find(|(t, ..)| *t == obs.topic) else {
+            return Ok(());
+        };
+        if at >= *oldest {
+            return Ok(());
+        }
+        let time = |ms: i64| crate::codec::json::rfc3339_millis(ms).unwrap_or_else(|| ms.to_string());
+        anyhow::bail!(
+            "refusing to publish: an observation from {} is older than topic {name}'s retention \
+             (retention.ms={ms}, {:.1} days; set by topics.retention.inputs_ms): the broker deletes records \
+             by their timestamp, so it would be gone within minutes, and nothing from here on is published. \
+             To keep a recorded trace, create the input topics with [topics.retention] inputs_ms = -1 (the \
+             default), or alter them: kafka-configs.sh --alter --entity-type topics --entity-name {name} \
+             --add-config retention.ms=-1",
+            time(at),
+            *ms as f64 / 86_400_000.0
+        )
+    }
 }

@@ -25,7 +25,7 @@ use crate::{
 };
 
 use super::{
-    observed::{Observed, TraceFile},
+    observed::{FinishArgs, Observed, TraceFile, finished_line},
     progress::Progress,
     stages::run_all_in_memory,
 };
@@ -45,6 +45,9 @@ pub struct ReplayArgs {
     /// Partitions of every input topic (keys are placed with Java's murmur2, as on Kafka).
     #[arg(long, default_value_t = 3)]
     pub partitions: i32,
+    /// Ending the trace (as `publish --finish` does).
+    #[command(flatten)]
+    pub finish: FinishArgs,
 }
 
 pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
@@ -69,6 +72,14 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
         }
         observations += batch.len() as u64;
         progress.update(read_bytes.get(), observations);
+    }
+    if args.finish.finish {
+        let (added, batch) = observed.finish(&config);
+        for obs in &batch {
+            inputs.push(obs)?;
+        }
+        observations += batch.len() as u64;
+        eprintln!("{}", finished_line("replay", &added, &config));
     }
     let (entries, rejected) = (observed.entries, observed.rejected_total());
     observer.finish();
@@ -104,7 +115,8 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
 }
 
 /// Writes a topic as JSON lines (`partition`, `offset`, `timestamp`, `key`, `value`),
-/// partition by partition, decoding values with the generic decoder.
+/// partition by partition, decoding values with the generic decoder. Forwarded heartbeats
+/// (stream time only, no value) are left out: they carry no fact.
 pub(super) async fn write_jsonl(
     codec: &Codec,
     log: &MemTopic,
@@ -115,7 +127,7 @@ pub(super) async fn write_jsonl(
         BufWriter::new(File::create(&path).with_context(|| format!("creating {}", path.display()))?);
     let mut n = 0;
     for (partition, records) in log.partitions.iter().enumerate() {
-        for (offset, rec) in records.iter().enumerate() {
+        for (offset, rec) in records.iter().enumerate().filter(|(_, r)| !r.heartbeat) {
             let value = match &rec.value {
                 Some(bytes) => to_json(&codec.decode(bytes).await?.value, Timestamps::Rfc3339),
                 None => serde_json::Value::Null,

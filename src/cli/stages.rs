@@ -15,7 +15,7 @@ use crate::{
     journal::{Journal, JournalConfig, Runs, runs::RunsConfig},
     runtime::{
         OutputPort, Processor, deadletter,
-        driver::{self, DriverRun, LogRecord, MemTopic, OutputTopics},
+        driver::{self, DriverRun, LogRecord, MemTopic, OutputTopics, StageInputs},
         kafka::{RuntimeConfig, RuntimeError, RuntimeStats, run_blocking},
         probe::{Probe, ProbeRekey},
     },
@@ -150,38 +150,41 @@ impl ProcessorName {
         partitions: i32,
     ) -> anyhow::Result<DriverRun> {
         let stage = stage_config.name();
-        let mut topics = OutputTopics { writers: Vec::new(), topics: Vec::new(), key_writers: Vec::new() };
+        let forward = OutputPort::forwarding(self.ports());
+        let mut topics =
+            OutputTopics { writers: Vec::new(), topics: Vec::new(), key_writers: Vec::new(), forward };
         for (port, name) in self.ports().iter().zip(&stage_config.outputs) {
             topics.writers.push(single_object_writer(codec, port.record)?);
             topics.key_writers.push(port.key_record.map(|k| single_object_writer(codec, k)).transpose()?);
             topics.topics.push(MemTopic::new(name.clone(), partitions));
         }
+        let untimed: Vec<usize> = (stage_config.inputs.iter().enumerate())
+            .filter(|(_, t)| stage_config.untimed.contains(t))
+            .map(|(i, _)| i)
+            .collect();
+        let reads = StageInputs { inputs, globals, untimed: &untimed };
         let run = match self {
-            Self::Probe => {
-                driver::run_with_globals(stage, codec, inputs, globals, topics, Probe::for_task).await
-            }
-            Self::ProbeRekey => {
-                driver::run_with_globals(stage, codec, inputs, globals, topics, |_| ProbeRekey::new()).await
-            }
+            Self::Probe => driver::run_stage(stage, codec, reads, topics, Probe::for_task).await,
+            Self::ProbeRekey => driver::run_stage(stage, codec, reads, topics, |_| ProbeRekey::new()).await,
             Self::Runs => {
                 let make = |_| Runs::new(runs_config(settings));
-                driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
+                driver::run_stage(stage, codec, reads, topics, make).await
             }
             Self::Journal => {
                 let make = |_| Journal::new(settings.journal);
-                driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
+                driver::run_stage(stage, codec, reads, topics, make).await
             }
             Self::Coverage => {
                 let make = |_| Coverage::new(settings.coverage.clone());
-                driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
+                driver::run_stage(stage, codec, reads, topics, make).await
             }
             Self::Sessions => {
                 let make = |_| sessions(settings);
-                driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
+                driver::run_stage(stage, codec, reads, topics, make).await
             }
             Self::SessionOwners => {
                 let make = |_| SessionOwners::new();
-                driver::run_with_globals(stage, codec, inputs, globals, topics, make).await
+                driver::run_stage(stage, codec, reads, topics, make).await
             }
         };
         run.with_context(|| format!("stage {stage}"))
@@ -256,10 +259,11 @@ pub async fn run_all_in_memory(
         // As on Kafka: a dead letter goes to its source task's partition, keyed as it came.
         for letter in &run.dead_letters {
             let record = LogRecord {
-                key: letter.key.clone(),
+                key: letter.source_key.clone(),
                 value: Some(dl_writer.encode(letter)?),
                 timestamp_ms: letter.source_timestamp.unwrap_or(0),
                 heartbeat: false,
+                writer: crate::runtime::Writer::SOLE,
             };
             dl.append(letter.source_partition % dl.partition_count(), record);
         }

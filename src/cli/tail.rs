@@ -14,10 +14,17 @@ use clap::{Args, ValueEnum};
 use rdkafka::{
     ClientConfig, Message, Offset, TopicPartitionList,
     consumer::{Consumer, StreamConsumer},
+    message::Headers,
 };
 use serde_json::json;
 
-use crate::codec::json::{Timestamps, to_json};
+use crate::{
+    codec::{
+        Framing,
+        json::{Timestamps, to_json},
+    },
+    runtime::HEARTBEAT_HEADER,
+};
 
 /// Arguments of `kubefacts tail`.
 #[derive(Debug, Args)]
@@ -84,7 +91,7 @@ pub(super) async fn run(args: TailArgs) -> anyhow::Result<()> {
         TimestampFormat::Millis => Timestamps::EpochMillis,
     };
     let idle = Duration::from_millis(args.idle_ms);
-    let (mut seen, mut bad) = (0u64, 0u64);
+    let (mut seen, mut bad, mut heartbeats) = (0u64, 0u64, 0u64);
     let started = Instant::now();
     let stdout = std::io::stdout();
     loop {
@@ -101,31 +108,50 @@ pub(super) async fn run(args: TailArgs) -> anyhow::Result<()> {
         };
         let msg = msg.context("consuming")?;
         seen += 1;
+        let time_header = msg.headers().is_some_and(|h| h.iter().any(|h| h.key == HEARTBEAT_HEADER));
+        if time_header && msg.payload().is_none() {
+            // Forwarded stream time: no fact (docs/TOPICS.md).
+            heartbeats += 1;
+            continue;
+        }
+        // Avro keys (the journal's window key) decode like values; others are UTF-8.
+        let key = match msg.key() {
+            Some(k) if Framing::parse(k).is_ok() => match codec.decode(k).await {
+                Ok(d) => to_json(&d.value, ts),
+                Err(_) => json!(String::from_utf8_lossy(k)),
+            },
+            Some(k) => json!(String::from_utf8_lossy(k)),
+            None => serde_json::Value::Null,
+        };
         let mut line = json!({
             "topic": msg.topic(),
             "partition": msg.partition(),
             "offset": msg.offset(),
             "timestamp": msg.timestamp().to_millis(),
-            "key": msg.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+            "key": key,
         });
-        match codec.decode(msg.payload().unwrap_or_default()).await {
-            Ok(d) => {
-                line["framing"] = json!(d.framing.name());
-                line["schema"] = json!(d.schema_name);
-                line["value"] = to_json(&d.value, ts);
-            }
-            Err(e) => {
-                bad += 1;
-                line["error"] = json!(e.to_string());
-                line["reason"] = json!(e.reason());
-            }
+        match msg.payload() {
+            // A tombstone: the key is gone (a table) or ended (a subject forgotten).
+            None => line["value"] = serde_json::Value::Null,
+            Some(payload) => match codec.decode(payload).await {
+                Ok(d) => {
+                    line["framing"] = json!(d.framing.name());
+                    line["schema"] = json!(d.schema_name);
+                    line["value"] = to_json(&d.value, ts);
+                }
+                Err(e) => {
+                    bad += 1;
+                    line["error"] = json!(e.to_string());
+                    line["reason"] = json!(e.reason());
+                }
+            },
         }
         let mut out = stdout.lock();
         serde_json::to_writer(&mut out, &line)?;
         out.write_all(b"\n")?;
     }
     eprintln!(
-        "tail: {seen} record(s) from {} in {:.1}s, {bad} undecodable",
+        "tail: {seen} record(s) from {} in {:.1}s, {bad} undecodable, {heartbeats} forwarded heartbeat(s) left out",
         args.topic,
         started.elapsed().as_secs_f64()
     );

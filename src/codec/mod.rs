@@ -7,6 +7,7 @@
 //! schemas and every frozen revision), and resolves the datum to this build's current
 //! schema of the same name, so records written by older revisions read as current ones.
 
+mod aliases;
 pub mod canonical;
 pub mod direct;
 mod error;
@@ -39,6 +40,8 @@ pub struct Codec {
     registry: Option<RegistryClient>,
     /// Writer schemas fetched from the registry, by id. Never held across an `.await`.
     by_id: RwLock<HashMap<u32, Arc<KnownSchema>>>,
+    /// Subjects whose compatibility level this process has made sure of.
+    subjects: RwLock<std::collections::HashSet<String>>,
 }
 
 impl fmt::Debug for Codec {
@@ -62,7 +65,12 @@ impl Codec {
     /// A codec over the embedded schemas; with a registry it writes Confluent framing,
     /// without one single-object encoding.
     pub fn new(registry: Option<RegistryClient>) -> Result<Self, CodecError> {
-        Ok(Self { schemas: SchemaSet::embedded()?, registry, by_id: RwLock::default() })
+        Ok(Self {
+            schemas: SchemaSet::embedded()?,
+            registry,
+            by_id: RwLock::default(),
+            subjects: RwLock::default(),
+        })
     }
 
     /// The schemas this codec knows.
@@ -85,6 +93,14 @@ impl Codec {
         let known = self.schemas.current(full_name)?;
         let framing = match &self.registry {
             Some(registry) => {
+                // Our promise (BACKWARD_TRANSITIVE) is the registry's to enforce too: a subject
+                // without a level of its own gets it before our first registration.
+                if !self.subjects.read().expect("lock poisoned").contains(subject) {
+                    registry
+                        .ensure_compatibility(subject, registry::Compatibility::BackwardTransitive)
+                        .await?;
+                    self.subjects.write().expect("lock poisoned").insert(subject.to_owned());
+                }
                 let schema_id = registry.register(subject, &known.text).await?;
                 Framing::Confluent { schema_id }
             }
@@ -102,9 +118,13 @@ impl Codec {
         // Preparing a reader costs about as much as a decode: an embedded schema read as it
         // was written has one prepared for the whole process.
         let prepared = reader.is_none().then(|| SchemaSet::embedded_reader(writer.fingerprint)).flatten();
-        let value = match prepared {
-            Some(prepared) => read_value_prepared(&writer.full_name, prepared, datum)?,
-            None => read_datum(&writer.full_name, &writer.schema, reader.map(|r| &r.schema), datum)?,
+        let value = match (prepared, reader) {
+            (Some(prepared), _) => read_value_prepared(&writer.full_name, prepared, datum)?,
+            (None, Some(reader)) => {
+                let renamed = aliases::writer_as_read_by(&writer, reader)?;
+                read_datum(&writer.full_name, &renamed, Some(&reader.schema), datum)?
+            }
+            (None, None) => read_datum(&writer.full_name, &writer.schema, None, datum)?,
         };
         Ok(Decoded { framing, schema_name: writer.full_name.clone(), value })
     }
@@ -120,7 +140,8 @@ impl Codec {
         let name = &writer.full_name;
         match self.schemas.current(name) {
             Ok(reader) if reader.fingerprint != writer.fingerprint => {
-                let value = read_datum(name, &writer.schema, Some(&reader.schema), datum)?;
+                let renamed = aliases::writer_as_read_by(&writer, reader)?;
+                let value = read_datum(name, &renamed, Some(&reader.schema), datum)?;
                 apache_avro::from_value::<T>(&value)
                     .map_err(|e| CodecError::Convert { schema: name.clone(), source: Box::new(e) })
             }

@@ -84,8 +84,15 @@ pub enum Compatibility {
     Full,
     /// Backward and forward against every earlier one.
     FullTransitive,
+    /// The latest schema can read data written by the new one.
+    Forward,
+    /// Every earlier schema can read data written by the new one.
+    ForwardTransitive,
     /// No check.
     None,
+    /// A level this client does not know (read only).
+    #[serde(other)]
+    Other,
 }
 
 /// A Confluent-API schema registry client. `Debug` and errors never show credentials.
@@ -190,6 +197,49 @@ impl RegistryClient {
         let req = self.request(reqwest::Method::PUT, &["config", subject]);
         let resp = self.send(req.json(&Body { compatibility: level })).await?;
         if resp.status().is_success() { Ok(()) } else { Err(self.status_error(resp, op).await) }
+    }
+
+    /// The compatibility level set for a subject, `None` when it has none of its own
+    /// (Confluent answers 404; Apicurio `NONE` for a subject without a rule).
+    pub async fn compatibility(&self, subject: &str) -> Result<Option<Compatibility>, RegistryError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Level {
+            compatibility_level: Option<Compatibility>,
+            compatibility: Option<Compatibility>,
+        }
+        let op = "get compatibility";
+        let resp = self.send(self.request(reqwest::Method::GET, &["config", subject])).await?;
+        match resp.status() {
+            s if s.is_success() => {
+                let level = self.json::<Level>(resp, op).await?;
+                Ok(level.compatibility_level.or(level.compatibility).filter(|l| *l != Compatibility::None))
+            }
+            StatusCode::NOT_FOUND => Ok(None),
+            _ => Err(self.status_error(resp, op).await),
+        }
+    }
+
+    /// Sets `level` on a subject that has no level of its own; one an operator set (any
+    /// but `NONE`) is left as it is.
+    pub async fn ensure_compatibility(
+        &self,
+        subject: &str,
+        level: Compatibility,
+    ) -> Result<(), RegistryError> {
+        if self.compatibility(subject).await?.is_some() {
+            return Ok(());
+        }
+        match self.set_compatibility(subject, level).await {
+            // Another writer of the subject set it meanwhile (Apicurio refuses a second rule
+            // with 409): what counts is that it has a level now.
+            Err(RegistryError::Status { status: StatusCode::CONFLICT, .. })
+                if self.compatibility(subject).await?.is_some() =>
+            {
+                Ok(())
+            }
+            other => other,
+        }
     }
 
     /// Asks whether `schema` is compatible with the subject's versions under its level.

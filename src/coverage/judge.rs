@@ -127,9 +127,9 @@ pub fn judge(facts: &Facts<'_>, rule: &CoverageRule, leases: &LeaseBook, now: i6
             verdict.state = stopped; // not covered now
             return verdict;
         }
-        // Covered again since `last.gap.to`: pending restarts once the controller had
+        // Covered again since `last.gap.ended_at`: pending restarts once the controller had
         // its chance to start and finish the run it missed.
-        let restart = facts.restart_at(last.gap.to, measured_from);
+        let restart = facts.restart_at(last.gap.ended_at, measured_from);
         let Some(restart) = restart else {
             verdict.state = CoverageState::Ok;
             return verdict;

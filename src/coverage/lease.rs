@@ -210,7 +210,7 @@ impl LeaseBook {
                 .range(..=from)
                 .next_back()
                 .is_some_and(|(_, end)| *end >= to.saturating_sub(self.max_silence_ms));
-        Gap { gap: CoverageGap { from, to }, observed }
+        Gap { gap: CoverageGap { started_at: from, ended_at: to }, observed }
     }
 
     /// Forgets what ended before `before_ms`, keeping the latest instance of every Lease

@@ -38,6 +38,10 @@ use crate::{
     },
 };
 
+/// `CoverageSubject.kind` of a CronJob: the symbol `RunOwner.kind` (`OwnerKind`) uses, so a
+/// warehouse joins alerts and runs on one spelling.
+pub const SUBJECT_KIND: &str = "CRONJOB";
+
 /// The annotation that overrides a CronJob's expected interval (a duration such as `2h`,
 /// `90m`, `1d`): progress is then due that long after the last, schedule ignored.
 pub const EXPECTED_INTERVAL_ANNOTATION: &str = "kubefacts.io/expected-interval";
@@ -224,8 +228,10 @@ impl Coverage {
     pub const OUTPUTS: [OutputPort; 1] = [OutputPort {
         topic: "coverage_alerts",
         record: CoverageAlert::FULL_NAME,
-        compacted: true,
+        // A log of state changes: compaction would keep only each subject's latest state.
+        compacted: false,
         key_record: None,
+        stream_time_every_ms: None,
     }];
 
     /// A processor with these settings.
@@ -458,7 +464,7 @@ impl Coverage {
             }
             let alert = CoverageAlert {
                 subject: CoverageSubject {
-                    kind: "CronJob".into(),
+                    kind: SUBJECT_KIND.into(),
                     namespace: spec.namespace.clone(),
                     name: spec.name.clone(),
                     uid: uid.to_owned(),

@@ -71,9 +71,9 @@ pub enum ProgressSource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct CoverageGap {
     /// End of the last covering interval.
-    pub from: i64,
+    pub started_at: i64,
     /// Start of the next covering interval, or the record's stream time if still open.
-    pub to: i64,
+    pub ended_at: i64,
 }
 
 /// One state change of a subject (`io.kubefacts.v1.CoverageAlert`), with its evidence.

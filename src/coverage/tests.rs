@@ -79,7 +79,7 @@ fn touching_intervals_merge_and_a_millisecond_gap_breaks() {
     b.record(KCM, &lease("c", T0 + 20 * S + 1, T0 + 20 * S + 1, 10)).unwrap(); // 1 ms late
     let gaps = b.gaps(KCM, T0, T0 + 30 * S);
     assert_eq!(gaps.len(), 1, "{gaps:?}");
-    assert_eq!((gaps[0].gap.from, gaps[0].gap.to), (T0 + 20 * S, T0 + 20 * S + 1));
+    assert_eq!((gaps[0].gap.started_at, gaps[0].gap.ended_at), (T0 + 20 * S, T0 + 20 * S + 1));
 }
 
 #[test]
@@ -125,7 +125,7 @@ fn a_crash_without_release_counts_to_the_last_expiry() {
     assert!(!b.covered_at(KCM, T0 + 35 * S + 1));
     let gaps = b.gaps(KCM, T0, T0 + 60 * S);
     assert_eq!(gaps.len(), 1);
-    assert_eq!((gaps[0].gap.from, gaps[0].gap.to), (T0 + 35 * S, T0 + 60 * S));
+    assert_eq!((gaps[0].gap.started_at, gaps[0].gap.ended_at), (T0 + 35 * S, T0 + 60 * S));
     assert!(gaps[0].observed, "heartbeats show the topic was read throughout: a stop");
 }
 
@@ -347,7 +347,15 @@ impl Harness {
             CoverageInput::Lease(_) => "lease",
         };
         let traceparent = self.traced.then(|| format!("{kind}@{at}"));
-        let meta = RecordMeta { input: 0, partition: 0, offset: 0, timestamp_ms: at, key: None, traceparent };
+        let meta = RecordMeta {
+            input: 0,
+            partition: 0,
+            offset: 0,
+            timestamp_ms: at,
+            writer: crate::runtime::Writer::SOLE,
+            key: None,
+            traceparent,
+        };
         let advanced = at > self.now;
         self.now = self.now.max(at);
         self.out.set_now(self.now);
@@ -511,7 +519,7 @@ fn overdue_only_during_an_outage_never_fires() {
     let stopped = h.emitted[1].1.clone().unwrap();
     assert_eq!(stopped.stream_time, T0 + 15 * MIN, "due at 00:05 + 10 min, the manager down since 00:02:15");
     assert_eq!(stopped.coverage_gaps.len(), 1);
-    assert_eq!(stopped.coverage_gaps[0].from, T0 + 2 * MIN + 15 * S);
+    assert_eq!(stopped.coverage_gaps[0].started_at, T0 + 2 * MIN + 15 * S);
 }
 
 #[test]

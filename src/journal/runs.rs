@@ -155,9 +155,6 @@ pub struct Runs {
     jobs: KvStore<String, TrackedJob>,
     /// (due stream time, Job UID) of finished Jobs waiting to be filed.
     due: KvStore<(StreamTime, String), ()>,
-    /// The stream-time second last forwarded to the journal (changelogged, so a restarted
-    /// task forwards the same heartbeats).
-    forwarded: KvStore<(), i64>,
     /// Jobs decided or gone, by UID.
     ended: KvStore<String, Ended>,
     /// Pending Jobs with dependencies, by UID.
@@ -174,22 +171,33 @@ pub struct Runs {
 pub const MAX_CONTEXTS_PER_JOB: usize = 16;
 
 impl Runs {
-    /// `[runs]`'s outputs: the run facts (keyed by owner UID), and the same runs re-keyed by
-    /// journal window start for `[journal]` (an internal topic that also carries stream time).
-    /// Third: the cleanup decisions (keyed by Job UID).
+    /// `[runs]`'s outputs: the run facts (keyed by owner UID; `[coverage]` reads them), and
+    /// the same runs re-keyed by journal window start for `[journal]` (an internal topic),
+    /// both carrying stream time. Third: the cleanup decisions (keyed by Job UID).
     pub const OUTPUTS: [OutputPort; 3] = [
-        OutputPort { topic: "job_run_facts", record: JobRun::FULL_NAME, compacted: false, key_record: None },
+        OutputPort {
+            topic: "job_run_facts",
+            record: JobRun::FULL_NAME,
+            compacted: false,
+            key_record: None,
+            // A public topic: `[coverage]` judges every 10 s, and every heartbeat here is one
+            // more record a warehouse sink filters out.
+            stream_time_every_ms: Some(10_000),
+        },
         OutputPort {
             topic: "journal_repartition",
             record: JobRun::FULL_NAME,
             compacted: false,
             key_record: None,
+            // Internal: windows emit at most every 10 s of stream time and close on time.
+            stream_time_every_ms: Some(1_000),
         },
         OutputPort {
             topic: "cleanup_decisions",
             record: CleanupDecision::FULL_NAME,
             compacted: false,
             key_record: None,
+            stream_time_every_ms: None,
         },
     ];
 
@@ -199,7 +207,6 @@ impl Runs {
             cfg,
             jobs: KvStore::new("jobs"),
             due: KvStore::new("due"),
-            forwarded: KvStore::new("forwarded"),
             ended: KvStore::new("ended"),
             dependents: KvStore::new("dependents"),
             sweeps: KvStore::new("sweeps"),
@@ -545,7 +552,6 @@ impl Processor for Runs {
         vec![
             &mut self.jobs,
             &mut self.due,
-            &mut self.forwarded,
             &mut self.ended,
             &mut self.dependents,
             &mut self.sweeps,
@@ -598,13 +604,6 @@ impl Processor for Runs {
                 self.sweep(now, out);
             }
             Some(_) => {}
-        }
-        // The journal's windows close on stream time: forward ours, once per second of it,
-        // after the runs filed at this time (so the journal sees them advance its time).
-        let second = now.div_euclid(1000);
-        if self.forwarded.get(&()).is_none_or(|last| *last < second) {
-            self.forwarded.put((), second);
-            out.forward_stream_time(1);
         }
     }
 }

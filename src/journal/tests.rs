@@ -11,7 +11,10 @@ use super::{
 use crate::{
     codec::{Codec, Framing, RecordWriter},
     observe::{InputTopic, MinimizeConfig, Observer, model::Source},
-    runtime::driver::{self, MemInputs, MemTopic, OutputTopics},
+    runtime::{
+        OutputPort,
+        driver::{self, MemInputs, MemTopic, OutputTopics},
+    },
     trace,
 };
 
@@ -56,6 +59,7 @@ async fn journal_of(events: Vec<(i64, &str, Value)>, journal: JournalConfig) -> 
         writers: vec![writer(&codec, JobRunWindow::FULL_NAME)],
         topics: vec![MemTopic::new("job-runs", PARTITIONS)],
         key_writers: vec![Some(writer(&codec, JobRunWindowKey::FULL_NAME))],
+        forward: Vec::new(),
     };
     let run =
         driver::run("journal", &codec, &[&repartition], outputs, |_| Journal::new(journal)).await.unwrap();
@@ -118,12 +122,13 @@ async fn runs_full(
             MemTopic::new("cleanup-decisions", PARTITIONS),
         ],
         key_writers: Vec::new(),
+        forward: OutputPort::forwarding(&Runs::OUTPUTS),
     };
     let mut tracked = 0;
     let run = driver::run("runs", &codec, &[jobs, pods], outputs, |_| Runs::new(cfg.clone())).await.unwrap();
     assert!(run.dead_letters.is_empty(), "{:?}", run.dead_letters);
     let mut out = Vec::new();
-    for rec in run.outputs[0].partitions.iter().flatten() {
+    for rec in run.outputs[0].partitions.iter().flatten().filter(|r| !r.heartbeat) {
         let r: JobRun = codec.decode_as(rec.value.as_deref().unwrap()).await.unwrap();
         assert_eq!(rec.key.as_deref(), Some(r.owner.uid.as_bytes()), "keyed by the owner's UID");
         out.push(r);
@@ -452,12 +457,14 @@ async fn the_same_run_twice_changes_no_window() {
             value: None,
             timestamp_ms: T0 + 20 * MIN,
             heartbeat: true,
+            writer: crate::runtime::Writer::SOLE,
         });
     }
     let outputs = OutputTopics {
         writers: vec![writer(&codec, JobRunWindow::FULL_NAME)],
         topics: vec![MemTopic::new("job-runs", PARTITIONS)],
         key_writers: vec![Some(writer(&codec, JobRunWindowKey::FULL_NAME))],
+        forward: Vec::new(),
     };
     let run =
         driver::run("journal", &codec, &[&repartition], outputs, |_| Journal::new(JournalConfig::default()))

@@ -153,6 +153,7 @@ impl Journal {
         record: JobRunWindow::FULL_NAME,
         compacted: true,
         key_record: Some(JobRunWindowKey::FULL_NAME),
+        stream_time_every_ms: None,
     }];
 
     /// A journal with empty state.
@@ -412,6 +413,7 @@ mod tests {
             partition: 0,
             offset: 0,
             timestamp_ms: now,
+            writer: crate::runtime::Writer::SOLE,
             key: None,
             traceparent: traceparent.map(str::to_owned),
         }

@@ -227,7 +227,7 @@ impl Datum for ContainerTermination {
     fn write(&self, out: &mut Vec<u8>) {
         write_int(out, self.exit_code);
         write_optional_string(out, self.reason.as_ref());
-        write_optional_int(out, self.signal);
+        write_optional_int(out, self.exit_signal);
         write_optional_long(out, self.started_at);
         write_optional_long(out, self.finished_at);
         write_optional_string(out, self.container_id.as_ref());
@@ -237,7 +237,7 @@ impl Datum for ContainerTermination {
         Ok(Self {
             exit_code: r.int()?,
             reason: r.optional(Reader::string)?,
-            signal: r.optional(Reader::int)?,
+            exit_signal: r.optional(Reader::int)?,
             started_at: r.optional(Reader::long)?,
             finished_at: r.optional(Reader::long)?,
             container_id: r.optional(Reader::string)?,

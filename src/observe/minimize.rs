@@ -271,7 +271,7 @@ fn termination(state: Option<&core::ContainerState>) -> Option<ContainerTerminat
     Some(ContainerTermination {
         exit_code: t.exit_code,
         reason: non_empty(t.reason.as_deref()),
-        signal: t.signal,
+        exit_signal: t.signal,
         started_at: t.started_at.as_ref().map(time_ms),
         finished_at: t.finished_at.as_ref().map(time_ms),
         container_id: non_empty(t.container_id.as_deref()),

@@ -250,8 +250,17 @@ pub fn observe(
     source: &Source,
     cfg: &MinimizeConfig,
 ) -> Result<Vec<Observation>, ObserveError> {
+    observe_at(entry, entry.observed_at_ms, source, cfg)
+}
+
+/// [`observe`], stamping the observations `at` (the entry's time, or later: [`Observer`]).
+pub fn observe_at(
+    entry: &TraceEntry,
+    at: i64,
+    source: &Source,
+    cfg: &MinimizeConfig,
+) -> Result<Vec<Observation>, ObserveError> {
     use ObservationEvent as E;
-    let at = entry.observed_at_ms;
     let (object, event) = match &entry.event {
         TraceEvent::Applied(object) => (object, E::Applied),
         TraceEvent::Deleted(object) => (object, E::Deleted),
@@ -339,13 +348,15 @@ pub struct Observer {
     source: Source,
     cfg: MinimizeConfig,
     admission: Admission,
+    /// The time of the last heartbeat observed.
+    last_heartbeat_ms: Option<i64>,
 }
 
 impl Observer {
     /// An observer publishing as `source` (its epoch is the one before the first relist),
     /// admitting with the default [`AdmissionConfig`].
     pub fn new(source: Source, cfg: MinimizeConfig) -> Self {
-        Self { source, cfg, admission: Admission::new(AdmissionConfig::default()) }
+        Self { source, cfg, admission: Admission::new(AdmissionConfig::default()), last_heartbeat_ms: None }
     }
 
     /// The same, admitting with `admission`.
@@ -377,10 +388,25 @@ impl Observer {
     }
 
     /// The observations of one entry, in trace order.
+    ///
+    /// A heartbeat at `T` promises downstream that nothing observed at or before `T`
+    /// follows on its partitions (docs/RUNTIME.md, "Watermarks across tasks"), so an entry
+    /// released after it with a time not past `T` — observed in the same millisecond, or
+    /// held by admission meanwhile — is stamped `T + 1`; heartbeats never go back in time.
     pub fn observe(&mut self, entry: &TraceEntry) -> Result<Vec<Observation>, ObserveError> {
         if let TraceEvent::SnapshotBegin { epoch, .. } = entry.event {
             self.source.epoch = self.source.epoch.max(epoch);
         }
-        observe(entry, &self.source, &self.cfg)
+        let mut at = entry.observed_at_ms;
+        if let Some(beat) = self.last_heartbeat_ms {
+            match entry.event {
+                TraceEvent::Heartbeat => at = at.max(beat),
+                _ => at = at.max(beat.saturating_add(1)),
+            }
+        }
+        if matches!(entry.event, TraceEvent::Heartbeat) {
+            self.last_heartbeat_ms = Some(at);
+        }
+        observe_at(entry, at, &self.source, &self.cfg)
     }
 }

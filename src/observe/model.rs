@@ -98,7 +98,7 @@ pub struct ContainerTermination {
     /// `reason` in Kubernetes vocabulary; absent when empty.
     pub reason: Option<String>,
     /// `signal`, when reported.
-    pub signal: Option<i32>,
+    pub exit_signal: Option<i32>,
     /// `startedAt`, epoch ms.
     pub started_at: Option<i64>,
     /// `finishedAt`, epoch ms.

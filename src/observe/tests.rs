@@ -572,7 +572,7 @@ fn container_terminations_map_state_and_last_state() {
         Some(ContainerTermination {
             exit_code: 137,
             reason: Some("OOMKilled".into()),
-            signal: None,
+            exit_signal: None,
             started_at: Some(ms("2026-11-29T10:01:00Z")),
             finished_at: Some(ms("2026-11-29T10:02:00.500Z")),
             container_id: Some("containerd://m1".into()),
@@ -751,7 +751,7 @@ fn full_records() -> Vec<ObservationRecord> {
     let termination = |code| ContainerTermination {
         exit_code: code,
         reason: Some("OOMKilled".into()),
-        signal: Some(9),
+        exit_signal: Some(9),
         started_at: Some(1_795_946_401_000),
         finished_at: Some(1_795_946_402_000),
         container_id: Some(format!("containerd://{code}")),

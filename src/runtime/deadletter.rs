@@ -21,10 +21,10 @@ pub struct DeadLetter {
     pub source_timestamp: Option<i64>,
     /// Original key bytes.
     #[serde(with = "opt_bytes")]
-    pub key: Option<Vec<u8>>,
+    pub source_key: Option<Vec<u8>>,
     /// Original value bytes, unchanged.
     #[serde(with = "opt_bytes")]
-    pub value: Option<Vec<u8>>,
+    pub source_value: Option<Vec<u8>>,
     /// Confluent schema id from the value's header, if any.
     pub schema_id: Option<i64>,
     /// Bounded reason code.
@@ -58,9 +58,9 @@ impl DeadLetter {
             source_partition: source.partition,
             source_offset: source.offset,
             source_timestamp: source.timestamp_ms,
-            key: source.key.map(<[u8]>::to_vec),
+            source_key: source.key.map(<[u8]>::to_vec),
             schema_id: source.value.and_then(Self::schema_id_of),
-            value: source.value.map(<[u8]>::to_vec),
+            source_value: source.value.map(<[u8]>::to_vec),
             reason: reason.to_owned(),
             detail,
             processor: source.processor.to_owned(),
@@ -170,6 +170,6 @@ mod tests {
         let bytes = writer.encode(&dl).unwrap();
         let back: DeadLetter = codec.decode_as(&bytes).await.unwrap();
         assert_eq!(back, dl);
-        assert_eq!(back.value.as_deref(), Some(&bad[..]), "the original bytes, whole");
+        assert_eq!(back.source_value.as_deref(), Some(&bad[..]), "the original bytes, whole");
     }
 }

@@ -12,10 +12,11 @@
 use thiserror::Error;
 
 use super::{
+    clock::{Gate, Mark, Writer},
     deadletter::{DeadLetter, Source},
     partitioner::partition_for_key,
     processor::{DecodeInput, OutputRecord, Outputs, Processor, RecordMeta},
-    task::{Merger, Task},
+    task::Task,
 };
 use crate::codec::{Codec, RecordWriter};
 
@@ -30,6 +31,8 @@ pub struct LogRecord {
     pub timestamp_ms: i64,
     /// Whether the record carries the heartbeat header (stream time only).
     pub heartbeat: bool,
+    /// Who wrote it: the upstream task for a stage's output ([`Writer::SOLE`] otherwise).
+    pub writer: Writer,
 }
 
 /// A topic in memory: its partitions, each a list of records in offset order.
@@ -66,11 +69,17 @@ impl MemTopic {
         timestamp_ms: i64,
         heartbeat: bool,
     ) {
-        let record = LogRecord { key: key.map(<[u8]>::to_vec), value, timestamp_ms, heartbeat };
+        let record =
+            LogRecord { key: key.map(<[u8]>::to_vec), value, timestamp_ms, heartbeat, writer: Writer::SOLE };
         match key {
             Some(k) => self.append(partition_for_key(k, self.partition_count()), record),
             None => (0..self.partition_count()).for_each(|p| self.append(p, record.clone())),
         }
+    }
+
+    /// Records in all partitions that are not forwarded heartbeats.
+    pub fn facts(&self) -> usize {
+        self.partitions.iter().flatten().filter(|r| !r.heartbeat).count()
     }
 
     /// Records in all partitions.
@@ -176,6 +185,9 @@ pub struct OutputTopics {
     /// Key writers of ports keyed by Avro records (index = port; may be empty when no
     /// port is).
     pub key_writers: Vec<Option<RecordWriter>>,
+    /// Ports that carry the task's stream time, with their periods
+    /// ([`super::OutputPort::forwarding`]).
+    pub forward: Vec<(usize, i64)>,
 }
 
 /// Runs `make(partition)` processors over co-partitioned `inputs`, one task per partition.
@@ -201,12 +213,46 @@ pub async fn run_with_globals<P, F>(
     inputs: &[&MemTopic],
     globals: &[&MemTopic],
     outputs: OutputTopics,
+    make: F,
+) -> Result<DriverRun, DriverError>
+where
+    P: Processor,
+    F: FnMut(i32) -> P,
+{
+    run_stage(processor_name, codec, StageInputs { inputs, globals, untimed: &[] }, outputs, make).await
+}
+
+/// What one stage reads in memory.
+#[derive(Debug, Clone, Copy)]
+pub struct StageInputs<'a> {
+    /// Co-partitioned inputs, in the processor's input order.
+    pub inputs: &'a [&'a MemTopic],
+    /// Global inputs (every task reads all their partitions).
+    pub globals: &'a [&'a MemTopic],
+    /// Indexes of co-partitioned inputs whose producers send no stream time: they never hold
+    /// the task's time back (docs/RUNTIME.md, "Stream time").
+    pub untimed: &'a [usize],
+}
+
+/// How many records a task processes between two takes of its store changes: the
+/// changelogs hold the same latest values, written in fewer, larger steps.
+const CHANGES_EVERY: usize = 1024;
+
+/// Runs `make(partition)` processors over a stage's inputs, one task per partition, each
+/// task's lanes merged by the same [`Gate`] as on Kafka — split by writer, so the order
+/// does not depend on how upstream tasks' outputs happen to interleave on a partition.
+pub async fn run_stage<P, F>(
+    processor_name: &str,
+    codec: &Codec,
+    stage: StageInputs<'_>,
+    outputs: OutputTopics,
     mut make: F,
 ) -> Result<DriverRun, DriverError>
 where
     P: Processor,
     F: FnMut(i32) -> P,
 {
+    let StageInputs { inputs, globals, untimed } = stage;
     let partitions = inputs.first().map_or(1, |t| t.partition_count());
     if inputs.iter().any(|t| t.partition_count() != partitions) {
         let counts =
@@ -237,7 +283,7 @@ where
             .map(|k| k.as_ref().map(|k| k.try_clone().expect("a writer of an embedded schema clones")))
             .collect();
         let out = Outputs::new(task_writers, counts.clone()).with_key_writers(keys);
-        let mut task = Task::new(partition, make(partition), out);
+        let mut task = Task::new(partition, make(partition), out).forwarding(outputs.forward.iter().copied());
         if !globals.is_empty() {
             task = task.with_globals(inputs.len());
         }
@@ -255,34 +301,61 @@ where
         for (g, topic) in globals.iter().enumerate() {
             lanes.extend((0..topic.partition_count()).map(|q| (inputs.len() + g, *topic, q)));
         }
-        // Each lane feeds the merger its next record once the last one left: the same order
-        // as buffering whole partitions (each lane keeps its order; the smallest head goes
-        // first), without a large buffer per lane and task, whose allocation and release
-        // showed in the profile.
-        let mut merger = Merger::new(lanes.len());
-        let feed = |merger: &mut Merger<_>, lane: usize, offset: usize| {
-            let (input, topic, q) = lanes[lane];
-            if let Some(rec) = topic.partitions[q as usize].get(offset) {
-                merger.push(
-                    lane,
-                    rec.timestamp_ms,
-                    offset as i64,
-                    (lane, input, topic, q, offset as i64, rec),
-                );
+        // One sub-lane per (lane, writer): the offsets of that writer's records. Each feeds
+        // the gate its next record once the last one left — the same order as buffering
+        // whole partitions, without a large buffer per lane and task, whose allocation and
+        // release showed in the profile.
+        let subs: Vec<(usize, Vec<u32>)> = lanes
+            .iter()
+            .enumerate()
+            .flat_map(|(lane, (_, topic, q))| {
+                // By writing task, as the gate keys its sub-lanes.
+                let mut by_task: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+                for (offset, rec) in topic.partitions[*q as usize].iter().enumerate() {
+                    by_task.entry(rec.writer.task).or_default().push(offset as u32);
+                }
+                by_task.into_values().map(move |offsets| (lane, offsets))
+            })
+            .collect();
+        let mut gate = Gate::new(lanes.iter().map(|(input, _, _)| !untimed.contains(input)));
+        // Everything each lane will ever hold is here: release in merge order.
+        gate.close();
+        let mut next = vec![0usize; subs.len()];
+        let feed = |gate: &mut Gate<usize>, next: &mut [usize], sub: usize| {
+            let (lane, offsets) = &subs[sub];
+            if let Some(&offset) = offsets.get(next[sub]) {
+                let (_, topic, q) = lanes[*lane];
+                let rec = &topic.partitions[q as usize][offset as usize];
+                let mark = if rec.heartbeat { Mark::Forwarded } else { Mark::Record };
+                gate.push(*lane, rec.writer, (rec.timestamp_ms, i64::from(offset)), mark, sub);
+                next[sub] += 1;
             }
         };
-        (0..lanes.len()).for_each(|lane| feed(&mut merger, lane, 0));
-        while let Some((lane, input, topic, q, offset, rec)) = merger.pop(true) {
-            feed(&mut merger, lane, offset as usize + 1);
+        (0..subs.len()).for_each(|sub| feed(&mut gate, &mut next, sub));
+        let mut since_changes = 0;
+        while let Some(released) = gate.pop(task.stream_time()) {
+            feed(&mut gate, &mut next, released.item);
+            let (input, topic, q) = lanes[released.lane];
+            let rec = &topic.partitions[q as usize][released.offset as usize];
             run.records_in += 1;
-            step(processor_name, codec, &mut task, topic, input, q, offset, rec, &mut run.dead_letters).await;
+            let at = Position { input, partition: q, offset: released.offset, writer: released.writer };
+            step(processor_name, codec, &mut task, topic, at, rec, &mut run.dead_letters).await;
             for out in task.take_outputs() {
-                route(&mut out_topics, out);
+                route(&mut out_topics, out, Writer::new(partition, partitions));
             }
-            for (store, (key, value)) in task.take_changes() {
-                let change =
-                    LogRecord { key: Some(key), value, timestamp_ms: rec.timestamp_ms, heartbeat: false };
-                changelogs[store].append(partition, change);
+            since_changes += 1;
+            if since_changes >= CHANGES_EVERY || gate.is_empty() {
+                since_changes = 0;
+                for (store, (key, value)) in task.take_changes() {
+                    let change = LogRecord {
+                        key: Some(key),
+                        value,
+                        timestamp_ms: rec.timestamp_ms,
+                        heartbeat: false,
+                        writer: Writer::SOLE,
+                    };
+                    changelogs[store].append(partition, change);
+                }
             }
         }
         for (event, n) in task.take_counts() {
@@ -290,10 +363,10 @@ where
         }
         writers = Some(task.into_writers());
     }
-    // Tasks ran one after the other here; on Kafka they run side by side, so a downstream
-    // stage reads their outputs interleaved in time. Each task's outputs are in stream-time
-    // order, so a stable sort by timestamp gives that interleaving (ties in task order)
-    // without changing any task's or key's own order.
+    // On Kafka tasks run side by side, so their outputs interleave on a partition in time;
+    // a stable sort by timestamp shows that interleaving (ties in task order) without
+    // changing any task's or key's own order. Nothing downstream depends on it: the gate
+    // merges by writer.
     for topic in &mut out_topics {
         for records in &mut topic.partitions {
             records.sort_by_key(|r| r.timestamp_ms);
@@ -304,23 +377,31 @@ where
     Ok(run)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Where a record sits: its input, partition, offset and writer.
+#[derive(Debug, Clone, Copy)]
+struct Position {
+    input: usize,
+    partition: i32,
+    offset: i64,
+    writer: Writer,
+}
+
 async fn step<P: Processor>(
     processor_name: &str,
     codec: &Codec,
     task: &mut Task<P>,
     topic: &MemTopic,
-    input: usize,
-    partition: i32,
-    offset: i64,
+    at: Position,
     rec: &LogRecord,
     dead_letters: &mut Vec<DeadLetter>,
 ) {
+    let Position { input, partition, offset, writer } = at;
     let meta = RecordMeta {
         input,
         partition,
         offset,
         timestamp_ms: rec.timestamp_ms,
+        writer,
         key: rec.key.clone(),
         traceparent: None,
     };
@@ -360,13 +441,14 @@ async fn step<P: Processor>(
     }
 }
 
-fn route(topics: &mut [MemTopic], out: OutputRecord) {
+fn route(topics: &mut [MemTopic], out: OutputRecord, writer: Writer) {
     let topic = &mut topics[out.port];
     let record = LogRecord {
         key: Some(out.key),
         value: out.value,
         timestamp_ms: out.timestamp_ms,
         heartbeat: out.heartbeat,
+        writer,
     };
     let partition = out.partition.unwrap_or_else(|| {
         partition_for_key(record.key.as_deref().unwrap_or_default(), topic.partition_count())

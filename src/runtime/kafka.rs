@@ -40,10 +40,11 @@ use tokio::runtime::Handle;
 
 use super::{
     HEARTBEAT_HEADER,
+    clock::{Gate, Mark, WRITER_HEADER, Writer},
     deadletter::{self, DeadLetter, Source},
     partitioner::partition_for_key,
     processor::{DecodeInput, OutputPort, OutputRecord, Outputs, Processor, RecordMeta},
-    task::{Merger, Task},
+    task::Task,
 };
 use crate::{
     codec::{Codec, CodecError, RecordWriter},
@@ -68,6 +69,9 @@ pub struct RuntimeConfig {
     /// Global input topics: every task reads all their partitions (input indexes follow
     /// `inputs`), e.g. leases for lease coverage.
     pub globals: Vec<String>,
+    /// Inputs (of `inputs`) whose producers send no stream time: they never hold a task's
+    /// time back (docs/RUNTIME.md, "Stream time").
+    pub untimed: Vec<String>,
     /// Output topics, one per output port.
     pub outputs: Vec<String>,
     /// The dead-letter topic.
@@ -76,9 +80,6 @@ pub struct RuntimeConfig {
     pub max_batch_records: usize,
     /// Longest time spent filling one batch, in milliseconds.
     pub commit_interval_ms: u64,
-    /// How long a task waits for a record on every co-partitioned input before it
-    /// processes what it has, in milliseconds (deterministic order while inputs flow).
-    pub max_task_idle_ms: u64,
     /// Broker-side transaction timeout, in milliseconds: how long a crashed instance's
     /// open transaction blocks read_committed readers.
     pub transaction_timeout_ms: u64,
@@ -148,11 +149,11 @@ impl RuntimeConfig {
             processor: processor.to_owned(),
             inputs: Vec::new(),
             globals: Vec::new(),
+            untimed: Vec::new(),
             outputs: Vec::new(),
             dead_letter: format!("{application_id}.dead-letter.v1"),
             max_batch_records: 10_000,
             commit_interval_ms: 100,
-            max_task_idle_ms: 500,
             transaction_timeout_ms: 10_000,
             session_timeout_ms: 10_000,
             failpoint: None,
@@ -442,7 +443,7 @@ fn pairs(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
     tpl.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect()
 }
 
-/// A record taken from the consumer, waiting in its task's merger.
+/// A record taken from the consumer, waiting in its task's gate.
 struct Pending {
     input: usize,
     partition: i32,
@@ -450,7 +451,13 @@ struct Pending {
     timestamp_ms: i64,
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
+    /// Forwarded stream time: the heartbeat header and no value (only time, no record).
     heartbeat: bool,
+    /// What it says about its writer's time: a watcher heartbeat (the header with a value)
+    /// promises nothing more of its time.
+    mark: Mark,
+    /// The upstream task that wrote it ([`Writer::SOLE`] without the header).
+    writer: Writer,
     /// The record's `traceparent` header, kept only when it is valid: forwarded as is when
     /// no span is exported, parsed into the `process` span's parent when one is.
     traceparent: Option<String>,
@@ -458,10 +465,12 @@ struct Pending {
 
 impl Pending {
     fn from_message(input: usize, m: &BorrowedMessage<'_>) -> Self {
-        let (mut heartbeat, mut traceparent) = (false, None);
+        let (mut time_header, mut traceparent, mut writer) = (false, None, Writer::SOLE);
         for h in m.headers().iter().flat_map(|h| h.iter()) {
             if h.key == HEARTBEAT_HEADER {
-                heartbeat = true;
+                time_header = true;
+            } else if h.key == WRITER_HEADER {
+                writer = h.value.and_then(Writer::parse).unwrap_or(Writer::SOLE);
             } else if h.key == telemetry::TRACEPARENT {
                 traceparent = h
                     .value
@@ -477,7 +486,13 @@ impl Pending {
             timestamp_ms: m.timestamp().to_millis().unwrap_or(0),
             key: m.key().map(<[u8]>::to_vec),
             value: m.payload().map(<[u8]>::to_vec),
-            heartbeat,
+            heartbeat: time_header && m.payload().is_none(),
+            mark: match (time_header, m.payload().is_some()) {
+                (true, false) => Mark::Forwarded,
+                (true, true) => Mark::Through,
+                (false, _) => Mark::Record,
+            },
+            writer,
             traceparent,
         }
     }
@@ -485,29 +500,61 @@ impl Pending {
 
 struct TaskSlot<P> {
     task: Task<P>,
-    merger: Merger<Pending>,
-    /// Since when the task has been blocked on an empty lane (reset whenever it makes
-    /// progress: a task working through a backlog is not idle).
-    waiting_since: Option<Instant>,
+    /// The task's lanes, merged (docs/RUNTIME.md, "Stream time").
+    gate: Gate<Pending>,
+    /// Per co-partitioned input: the offset after the last record read from it (`None`
+    /// before the first); what is committed when nothing of it is buffered.
+    read_next: Vec<Option<i64>>,
     /// Next offset to buffer per global lane (global records reach every task; a task
     /// skips what it already has or already processed).
     lane_next: Vec<i64>,
+    /// Per co-partitioned input: the offset last committed (`None`: not by this task).
+    committed: Vec<Option<i64>>,
 }
 
-/// The lanes of a task's merger: one per co-partitioned input, then one per partition of
-/// each global input, as (input index, partition or `None` for the task's own).
+impl<P> TaskSlot<P> {
+    /// What to commit per co-partitioned input: the lowest offset still buffered (a
+    /// multi-writer partition is released out of offset order; its writers' positions in
+    /// the task's stream-time store say what above it was processed), else the consumer's
+    /// position — past what was read, records read again after a restore and dropped, and
+    /// the transaction markers a stage's output topic holds (committing only past the last
+    /// record would leave the lag at one marker forever).
+    fn commit_offsets(&self, position: impl Fn(usize) -> Option<i64>) -> Vec<Option<i64>> {
+        (self.read_next.iter().enumerate())
+            .map(|(input, next)| {
+                let next = (*next)?;
+                Some(
+                    self.gate
+                        .first_offset(input)
+                        .unwrap_or_else(|| position(input).unwrap_or(next).max(next)),
+                )
+            })
+            .collect()
+    }
+
+    /// Whether a transaction has something to do: a record to release, or an offset to
+    /// move past records that need no processing.
+    fn has_work(&self, position: impl Fn(usize) -> Option<i64>) -> bool
+    where
+        P: Processor,
+    {
+        (!self.gate.is_empty() && self.gate.waiting(self.task.stream_time()).is_none())
+            || self.commit_offsets(position) != self.committed
+    }
+}
+
+/// The lanes of a task's gate: one per co-partitioned input, then one per partition of
+/// each global input.
 #[derive(Debug, Clone)]
 struct Lanes {
     inputs: usize,
     /// (input index, partition) of each global lane, in lane order.
     globals: Vec<(usize, i32)>,
+    /// Whether each lane is timed (untimed: a co-partitioned input declared so).
+    timed: Vec<bool>,
 }
 
 impl Lanes {
-    fn len(&self) -> usize {
-        self.inputs + self.globals.len()
-    }
-
     fn global_lane(&self, input: usize, partition: i32) -> Option<usize> {
         self.globals.iter().position(|&(i, p)| i == input && p == partition)
     }
@@ -541,11 +588,20 @@ where
     let output_partitions: Vec<i32> =
         cfg.outputs.iter().map(|t| partition_count(t)).collect::<Result<_, _>>()?;
     let dead_letter_partitions = partition_count(&cfg.dead_letter)?.max(1);
-    let mut lanes = Lanes { inputs: cfg.inputs.len(), globals: Vec::new() };
+    // The stage's tasks: one per partition of its co-partitioned inputs. Outputs name their
+    // task and this count, so a downstream task knows whom to wait for.
+    let task_count = match cfg.inputs.first() {
+        Some(t) => partition_count(t)?.max(1),
+        None => 1,
+    };
+    let timed = cfg.inputs.iter().map(|t| !cfg.untimed.contains(t)).collect();
+    let mut lanes = Lanes { inputs: cfg.inputs.len(), globals: Vec::new(), timed };
     for (g, topic) in cfg.globals.iter().enumerate() {
         let n = partition_count(topic)?;
         lanes.globals.extend((0..n).map(|q| (cfg.inputs.len() + g, q)));
+        lanes.timed.extend((0..n).map(|_| true));
     }
+    let forward = OutputPort::forwarding(ports);
     let writers = |codec: &Codec| -> Result<Vec<RecordWriter>, CodecError> {
         ports
             .iter()
@@ -588,8 +644,18 @@ where
     let all_topics: Vec<&str> = cfg.inputs.iter().chain(&cfg.globals).map(String::as_str).collect();
 
     let mut tasks: BTreeMap<i32, TaskSlot<P>> = BTreeMap::new();
-    let mut factory =
-        TaskFactory { cfg, codec, stats, make, writers, key_writers, output_partitions, lanes, spare: None };
+    let mut factory = TaskFactory {
+        cfg,
+        codec,
+        stats,
+        make,
+        writers,
+        key_writers,
+        output_partitions,
+        forward,
+        lanes,
+        spare: None,
+    };
     // A topic may be both a co-partitioned input and a global (the jobs topic of `[runs]`):
     // which it is depends on the consumer that read it.
     let input_index: HashMap<&str, usize> =
@@ -603,6 +669,7 @@ where
     let group_id = cfg.group_id();
 
     let mut lag_checked = Instant::now();
+    let mut waiting_logged = Instant::now();
     let mut transactions = 0u64;
     while !stop.load(Ordering::Relaxed) {
         if lag_checked.elapsed() >= Duration::from_secs(5) {
@@ -629,8 +696,11 @@ where
                     match tasks.get_mut(&m.partition()) {
                         Some(slot) => {
                             let p = Pending::from_message(input, &m);
-                            slot.merger.push(input, p.timestamp_ms, p.offset, p);
-                            taken += 1;
+                            slot.read_next[input] = Some(p.offset + 1);
+                            // A record processed before a restore is read again and dropped.
+                            if slot.gate.push(input, p.writer, (p.timestamp_ms, p.offset), p.mark, p) {
+                                taken += 1;
+                            }
                         }
                         // Not processed and not committed: the partition's owner reads it.
                         None => tracing::warn!(
@@ -655,7 +725,22 @@ where
                 );
             }
         }
-        if tasks.values().all(|s| s.merger.is_empty()) {
+        // Nothing to release (empty, or every task waits for a lane to pass its head) and no
+        // offset to move: no transaction.
+        let positions = &positions(&consumer, &input_index);
+        let at = |partition: i32| move |input: usize| positions.get(&(input, partition)).copied();
+        if !tasks.iter().any(|(p, slot)| slot.has_work(at(*p))) {
+            if waiting_logged.elapsed() >= Duration::from_secs(5) {
+                waiting_logged = Instant::now();
+                for (p, slot) in &tasks {
+                    if let Some((head, holding)) = slot.gate.waiting(slot.task.stream_time()) {
+                        tracing::debug!(
+                            stage = %cfg.processor, partition = p, buffered = slot.gate.len(), ?head, ?holding,
+                            "waiting for lanes to pass the next record's time (lane, writer, time shown)"
+                        );
+                    }
+                }
+            }
             continue;
         }
 
@@ -670,15 +755,9 @@ where
         let mut records_out = vec![0u64; cfg.outputs.len()];
         let mut dead_letters: BTreeMap<&'static str, u64> = BTreeMap::new();
         for (&partition, slot) in tasks.iter_mut() {
-            let idle = slot
-                .waiting_since
-                .is_some_and(|t| t.elapsed() >= Duration::from_millis(cfg.max_task_idle_ms));
-            let mut progressed = false;
-            while let Some(rec) = slot.merger.pop(idle) {
-                progressed = true;
-                if rec.input < factory.lanes.inputs {
-                    offsets.insert((rec.input, partition), rec.offset + 1);
-                }
+            let writer = Writer::new(partition, task_count).header_value();
+            while let Some(released) = slot.gate.pop(slot.task.stream_time()) {
+                let rec = released.item;
                 records_in[rec.input] += 1;
                 // Global records are read outside the consumer group.
                 let group = (rec.input < factory.lanes.inputs).then_some(group_id.as_str());
@@ -702,7 +781,7 @@ where
                         rec.key.as_deref(),
                         Some(&value),
                         rec.timestamp_ms,
-                        headers(false, traceparent),
+                        headers(false, None, traceparent),
                     ) {
                         failed = Some(e);
                     }
@@ -720,18 +799,17 @@ where
                     };
                     let linked = emit.as_ref().and_then(|s| telemetry::traceparent(s.span_context()));
                     let tp = if out.heartbeat { None } else { linked.as_deref().or(traceparent) };
-                    if let Err(e) = produce_output(&producer, cfg, &factory.output_partitions, out, tp) {
+                    let ports = &factory.output_partitions;
+                    if let Err(e) = produce_output(&producer, cfg, ports, out, &writer, tp) {
                         failed = Some(e);
                     }
                 }
             }
-            // Idle time counts from the last progress, not from when the buffer last emptied:
-            // forcing a task that is merely catching up would reorder its input.
-            slot.waiting_since = match (slot.merger.is_empty(), progressed && !idle) {
-                (true, _) => None,
-                (false, true) => Some(Instant::now()),
-                (false, false) => slot.waiting_since.or(Some(Instant::now())),
-            };
+            for (input, offset) in slot.commit_offsets(at(partition)).into_iter().enumerate() {
+                if let Some(offset) = offset {
+                    offsets.insert((input, partition), offset);
+                }
+            }
             for (event, n) in slot.task.take_counts() {
                 *counted.entry(event).or_default() += n;
             }
@@ -764,6 +842,9 @@ where
             Ok(()) => {
                 stats.commits.fetch_add(1, Ordering::Relaxed);
                 stats.add_events(counted);
+                for (p, slot) in tasks.iter_mut() {
+                    slot.committed = slot.commit_offsets(at(*p));
+                }
             }
             Err(e) => {
                 if is_fatal(&e) {
@@ -791,6 +872,22 @@ where
     // leave the group so partitions move at once.
     consumer.unsubscribe();
     Ok(())
+}
+
+/// The consumer's position (next offset to read) per (input index, partition): local, no
+/// request to the broker.
+fn positions<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    input_index: &HashMap<&str, usize>,
+) -> HashMap<(usize, i32), i64> {
+    let Ok(tpl) = consumer.position() else { return HashMap::new() };
+    tpl.elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(o) => Some(((*input_index.get(e.topic())?, e.partition()), o)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Publishes the tasks' lowest stream time and their stores' entries (once per
@@ -886,6 +983,7 @@ fn step<P: Processor>(
         partition,
         offset: rec.offset,
         timestamp_ms: rec.timestamp_ms,
+        writer: rec.writer,
         key: rec.key.clone(),
         traceparent: traceparent.map(str::to_owned),
     };
@@ -935,7 +1033,7 @@ fn take_globals<P: Processor>(
                 for slot in tasks.values_mut() {
                     if m.offset() >= slot.lane_next[gl] {
                         let p = Pending::from_message(input, &m);
-                        slot.merger.push(lanes.inputs + gl, p.timestamp_ms, p.offset, p);
+                        slot.gate.push(lanes.inputs + gl, p.writer, (p.timestamp_ms, p.offset), p.mark, p);
                         slot.lane_next[gl] = m.offset() + 1;
                     }
                 }
@@ -970,27 +1068,34 @@ fn reposition_globals<P: Processor>(
     consumer.assign(&tpl).map_err(kafka("global assignment"))
 }
 
+/// Produces one output record of the task `writer` (its [`WRITER_HEADER`] value).
 fn produce_output(
     producer: &ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
     cfg: &RuntimeConfig,
     output_partitions: &[i32],
     out: OutputRecord,
+    writer: &str,
     traceparent: Option<&str>,
 ) -> Result<(), KafkaError> {
     let topic = &cfg.outputs[out.port];
     let partition = out.partition.unwrap_or_else(|| partition_for_key(&out.key, output_partitions[out.port]));
     let (key, value) = (Some(&out.key[..]), out.value.as_deref());
-    send(producer, topic, partition, key, value, out.timestamp_ms, headers(out.heartbeat, traceparent))
+    let headers = headers(out.heartbeat, Some(writer), traceparent);
+    send(producer, topic, partition, key, value, out.timestamp_ms, headers)
 }
 
-/// The headers of a produced record: the heartbeat marker and/or the trace context.
-fn headers(heartbeat: bool, traceparent: Option<&str>) -> Option<OwnedHeaders> {
-    if !heartbeat && traceparent.is_none() {
+/// The headers of a produced record: the heartbeat marker, the writing task and the trace
+/// context, each when given.
+fn headers(heartbeat: bool, writer: Option<&str>, traceparent: Option<&str>) -> Option<OwnedHeaders> {
+    if !heartbeat && writer.is_none() && traceparent.is_none() {
         return None;
     }
-    let mut headers = OwnedHeaders::new_with_capacity(1);
+    let mut headers = OwnedHeaders::new_with_capacity(3);
     if heartbeat {
         headers = headers.insert(Header { key: HEARTBEAT_HEADER, value: Some("1") });
+    }
+    if let Some(w) = writer {
+        headers = headers.insert(Header { key: WRITER_HEADER, value: Some(w) });
     }
     if let Some(tp) = traceparent {
         headers = headers.insert(Header { key: telemetry::TRACEPARENT, value: Some(tp) });
@@ -1210,6 +1315,8 @@ struct TaskFactory<'a, F, W> {
     /// Key writers per port (for ports keyed by Avro records), copied into each task.
     key_writers: Vec<Option<RecordWriter>>,
     output_partitions: Vec<i32>,
+    /// Output ports that carry the tasks' stream time, with their periods.
+    forward: Vec<(usize, i64)>,
     lanes: Lanes,
     /// Writers of a dropped task, reused by the next one created.
     spare: Option<Vec<RecordWriter>>,
@@ -1275,7 +1382,8 @@ where
             let keys = self.key_writers.iter().map(|k| k.as_ref().map(RecordWriter::try_clone).transpose());
             let out = Outputs::new(w, self.output_partitions.clone())
                 .with_key_writers(keys.collect::<Result<_, _>>()?);
-            let mut task = Task::new(partition, (self.make)(partition), out);
+            let mut task =
+                Task::new(partition, (self.make)(partition), out).forwarding(self.forward.iter().copied());
             if !lanes.globals.is_empty() {
                 task = task.with_globals(lanes.inputs);
             }
@@ -1302,8 +1410,14 @@ where
             .map(|task| {
                 let lane_next =
                     lanes.globals.iter().map(|&(input, q)| task.global_position(input, q)).collect();
-                let slot =
-                    TaskSlot { task, merger: Merger::new(lanes.len()), waiting_since: None, lane_next };
+                let mut gate = Gate::new(lanes.timed.iter().copied());
+                // Multi-writer lanes go on where the restored state stands (their partitions
+                // are processed out of offset order: the committed offset is not enough).
+                for p in task.lane_positions() {
+                    gate.resume(p.input, p.writer, p.next_offset, p.bound);
+                }
+                let (read_next, committed) = (vec![None; lanes.inputs], vec![None; lanes.inputs]);
+                let slot = TaskSlot { task, gate, read_next, lane_next, committed };
                 (slot.task.partition(), slot)
             })
             .collect())

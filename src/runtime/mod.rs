@@ -8,14 +8,16 @@
 //!
 //! * [`processor`]: the [`Processor`] trait, record metadata, [`Outputs`].
 //! * [`store`]: state stores whose changes go to compacted changelog topics.
-//! * [`task`]: one processor instance per partition, with stream time and the
-//!   deterministic merge of co-partitioned inputs.
+//! * [`task`]: one processor instance per partition, with its stream time.
+//! * [`clock`]: who wrote each record, and the merge of a task's inputs that releases a
+//!   record only once no input (and no upstream task) can still deliver an earlier one.
 //! * [`driver`]: the in-memory driver (no broker) used by `replay`, `demo` and tests.
 //! * [`partitioner`]: Kafka's Java murmur2 partitioner, bit for bit.
 //! * [`topics`]: topic creation and the co-partitioning check.
 //! * [`deadletter`]: the dead-letter record.
 //! * [`probe`]: a trivial counting processor for the runtime's own tests and benchmark.
 
+pub mod clock;
 pub mod deadletter;
 pub mod driver;
 pub mod kafka;
@@ -29,11 +31,12 @@ pub mod topics;
 #[cfg(test)]
 mod tests;
 
+pub use clock::{Gate, Mark, WRITER_HEADER, Writer};
 pub use processor::{
     DecodeInput, MAX_LINKS, OutputPort, OutputRecord, Outputs, ProcessError, Processor, RecordMeta,
 };
 pub use store::{KvStore, StateStore, StoreError};
-pub use task::{Merger, Task};
+pub use task::Task;
 
 /// Stream time: epoch milliseconds taken from record timestamps in the log, never from a
 /// clock (DESIGN §3).

@@ -17,7 +17,9 @@ use crate::codec::{Codec, CodecError};
 /// `io.kubefacts.v1.KeyedCount` (`schemas/keyed-count.avsc`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyedCount {
-    /// The key counted.
+    /// The key counted (`counted_key` in the schema: `key` is a reserved word of MySQL
+    /// and SQL Server).
+    #[serde(rename = "counted_key")]
     pub key: String,
     /// Records seen for the key so far.
     pub count: i64,
@@ -54,6 +56,7 @@ impl Probe {
         record: KeyedCount::FULL_NAME,
         compacted: false,
         key_record: None,
+        stream_time_every_ms: None,
     }];
 
     /// A probe with empty state, for task 0.
@@ -114,15 +117,11 @@ impl Processor for Probe {
 }
 
 /// Re-keys each record to `bucket-<n>` (`n` = the key's length modulo [`Self::BUCKETS`]) —
-/// a stand-in for the journal, which re-keys runs by window — and forwards stream time to
-/// every output partition once per second of stream time, so the next stage advances even
-/// where no record lands.
-#[derive(Debug)]
-pub struct ProbeRekey {
-    /// Stream-time second last forwarded (changelogged, so a restarted task forwards the
-    /// same heartbeats as an uninterrupted one).
-    forwarded: KvStore<(), i64>,
-}
+/// a stand-in for the journal, which re-keys runs by window. Its output carries stream time
+/// (the runtime forwards it to every partition once per second of it), so the next stage
+/// advances even where no record lands.
+#[derive(Debug, Default)]
+pub struct ProbeRekey;
 
 impl ProbeRekey {
     /// Number of buckets keys are re-keyed into.
@@ -134,11 +133,12 @@ impl ProbeRekey {
         record: KeyedCount::FULL_NAME,
         compacted: false,
         key_record: None,
+        stream_time_every_ms: Some(1_000),
     }];
 
-    /// A re-keyer with empty state.
+    /// A re-keyer (it has no state).
     pub fn new() -> Self {
-        Self { forwarded: KvStore::new("forwarded") }
+        Self
     }
 
     /// The bucket a key goes to.
@@ -147,17 +147,11 @@ impl ProbeRekey {
     }
 }
 
-impl Default for ProbeRekey {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Processor for ProbeRekey {
     type Input = KeyedCount;
 
     fn stores(&mut self) -> Vec<&mut dyn StateStore> {
-        vec![&mut self.forwarded]
+        Vec::new()
     }
 
     fn process(
@@ -175,11 +169,5 @@ impl Processor for ProbeRekey {
             .map_err(|e| ProcessError { reason: "encode_failed", detail: e.to_string() })
     }
 
-    fn on_stream_time(&mut self, now: StreamTime, out: &mut Outputs) {
-        let second = now.div_euclid(1000);
-        if self.forwarded.get(&()).is_none_or(|last| *last < second) {
-            self.forwarded.put((), second);
-            out.forward_stream_time(0);
-        }
-    }
+    fn on_stream_time(&mut self, _now: StreamTime, _out: &mut Outputs) {}
 }

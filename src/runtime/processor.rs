@@ -4,7 +4,7 @@ use std::future::Future;
 
 use serde::Serialize;
 
-use super::{HEARTBEAT_KEY, StreamTime, store::StateStore};
+use super::{HEARTBEAT_KEY, StreamTime, clock::Writer, store::StateStore};
 use crate::codec::{Codec, CodecError, RecordWriter, direct::DirectRecord};
 
 /// Where a record came from and when it happened.
@@ -16,8 +16,12 @@ pub struct RecordMeta {
     pub partition: i32,
     /// Offset within the partition.
     pub offset: i64,
-    /// Record timestamp, epoch ms (the observation time set by the publisher).
+    /// Record timestamp, epoch ms (the observation time set by the publisher, or the
+    /// writing task's stream time for a record another stage wrote).
     pub timestamp_ms: i64,
+    /// Who wrote the record: a task of the upstream stage ([`Writer::SOLE`] for a source
+    /// topic).
+    pub writer: Writer,
     /// The Kafka key.
     pub key: Option<Vec<u8>>,
     /// The trace context (W3C `traceparent`) of this record's processing: its `process`
@@ -63,6 +67,19 @@ pub struct OutputPort {
     /// Full name of the Avro record the keys are, for a port keyed by an Avro record
     /// ([`Outputs::emit_keyed`]); `None`: keys are UTF-8 strings.
     pub key_record: Option<&'static str>,
+    /// Set on ports another stage reads: the runtime forwards the task's stream time to
+    /// every partition of this port (a heartbeat record) whenever it enters a new period of
+    /// this many milliseconds, so the reader's windows, sweeps and judgements advance with
+    /// this stage's time where no record lands. `None`: not forwarded.
+    pub stream_time_every_ms: Option<i64>,
+}
+
+impl OutputPort {
+    /// The ports among `ports` that carry stream time, with their periods
+    /// ([`OutputPort::stream_time_every_ms`]).
+    pub fn forwarding(ports: &[OutputPort]) -> Vec<(usize, i64)> {
+        ports.iter().enumerate().filter_map(|(i, p)| Some((i, p.stream_time_every_ms?))).collect()
+    }
 }
 
 /// A pure, deterministic state machine. One instance runs per task (input partition).
@@ -75,6 +92,10 @@ pub trait Processor: Send {
     fn stores(&mut self) -> Vec<&mut dyn StateStore>;
 
     /// Handles one record at stream time `now` (already advanced to this record).
+    ///
+    /// An observation that carries only time (event `HEARTBEAT`) may come before or after
+    /// other records of its own time — the gate releases it once stream time has reached it
+    /// (docs/RUNTIME.md) — so what it does must not depend on that place: take it as time.
     fn process(
         &mut self,
         input: Self::Input,
@@ -217,8 +238,9 @@ impl Outputs {
     }
 
     /// Writes the current stream time to every partition of `port`, so a downstream stage
-    /// advances in a quiet period too.
-    pub fn forward_stream_time(&mut self, port: usize) {
+    /// advances in a quiet period too (the task does it for ports declared
+    /// [`OutputPort::stream_time_every_ms`]).
+    pub(crate) fn forward_stream_time(&mut self, port: usize) {
         for p in 0..self.partitions[port] {
             self.push(port, HEARTBEAT_KEY.to_vec(), None, Some(p), true);
         }

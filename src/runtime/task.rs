@@ -1,10 +1,11 @@
 //! A task: one processor instance for one partition (of every co-partitioned input), with
 //! its stream time. Pure: the Kafka runtime and the in-memory driver both drive it.
 
-use std::collections::VecDeque;
+use serde::{Deserialize, Serialize};
 
 use super::{
     StreamTime,
+    clock::Writer,
     processor::{OutputRecord, Outputs, ProcessError, Processor, RecordMeta},
     store::{Change, KvStore, StateStore, StoreError},
 };
@@ -12,24 +13,107 @@ use super::{
 /// Name of the task's own store of global-input positions.
 pub const GLOBAL_POSITIONS_STORE: &str = "global-positions";
 
+/// Name of the task's own store of its stream time and its lanes' writers
+/// ([`ClockKey`]); every task has it.
+pub const STREAM_TIME_STORE: &str = "stream-time";
+
+/// Keys of the [`STREAM_TIME_STORE`] (values are `i64`). Variants are only ever appended:
+/// their order is their changelog encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ClockKey {
+    /// The task's stream time.
+    StreamTime,
+    /// The stream-time period last forwarded on an output port
+    /// ([`super::OutputPort::stream_time_every_ms`]).
+    Forwarded {
+        /// The port.
+        port: u32,
+    },
+    /// Writers a multi-writer lane expects (the `tasks` of its latest record).
+    LaneTasks {
+        /// Input index.
+        input: u32,
+        /// Partition.
+        partition: i32,
+    },
+    /// The next offset to process of one writer of a multi-writer lane.
+    LaneNext {
+        /// Input index.
+        input: u32,
+        /// Partition.
+        partition: i32,
+        /// The writing task.
+        task: u32,
+    },
+    /// The highest timestamp processed of one writer of a multi-writer lane.
+    LaneBound {
+        /// Input index.
+        input: u32,
+        /// Partition.
+        partition: i32,
+        /// The writing task.
+        task: u32,
+    },
+}
+
+/// Where a restored task stands on one writer of a multi-writer lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LanePosition {
+    /// Input index.
+    pub input: usize,
+    /// Partition.
+    pub partition: i32,
+    /// The writer.
+    pub writer: Writer,
+    /// Offsets below this were processed.
+    pub next_offset: i64,
+    /// The highest timestamp processed.
+    pub bound: i64,
+}
+
 /// One processor instance and its stream time.
 #[derive(Debug)]
 pub struct Task<P> {
     partition: i32,
     processor: P,
     stream_time: Option<StreamTime>,
+    /// Ports that carry the task's stream time: (port, period in ms, period last forwarded).
+    forward: Vec<(usize, i64, Option<i64>)>,
+    /// `stream_time` or `forwarded` changed since the clock store last had them.
+    clock_dirty: bool,
     out: Outputs,
     /// Inputs from this index on are global (every task reads all their partitions).
     first_global: usize,
     /// Next offset to process per (global input, partition), changelogged with the task's
     /// stores so a restored task resumes its global inputs where its state stands.
     positions: Option<KvStore<(u32, i32), i64>>,
+    /// Stream time and multi-writer lane positions, changelogged ([`ClockKey`]).
+    clock: KvStore<ClockKey, i64>,
 }
 
 impl<P: Processor> Task<P> {
     /// A task for `partition`, emitting through `out`.
     pub fn new(partition: i32, processor: P, out: Outputs) -> Self {
-        Self { partition, processor, stream_time: None, out, first_global: usize::MAX, positions: None }
+        Self {
+            partition,
+            processor,
+            stream_time: None,
+            forward: Vec::new(),
+            clock_dirty: false,
+            out,
+            first_global: usize::MAX,
+            positions: None,
+            clock: KvStore::new(STREAM_TIME_STORE),
+        }
+    }
+
+    /// Forwards the task's stream time to every partition of these output ports, each
+    /// (port, period in ms) whenever stream time enters a new period, after the outputs of
+    /// the record that moved it: a downstream stage learns this task's time even where no
+    /// record of it lands.
+    pub fn forwarding(mut self, ports: impl IntoIterator<Item = (usize, i64)>) -> Self {
+        self.forward = ports.into_iter().map(|(port, every)| (port, every.max(1), None)).collect();
+        self
     }
 
     /// Declares inputs `first_global..` global: delivered to every task, all partitions.
@@ -45,23 +129,55 @@ impl<P: Processor> Task<P> {
         self.positions.as_ref().and_then(|p| p.get(&(input as u32, partition)).copied()).unwrap_or(0)
     }
 
-    fn record_position(&mut self, input: usize, partition: i32, offset: i64) {
-        if input >= self.first_global
-            && let Some(p) = &mut self.positions
-        {
-            p.put((input as u32, partition), offset + 1);
+    /// Records that `meta`'s record was processed: a global lane's next offset, or a
+    /// multi-writer lane's writer's next offset and time (its partition is processed out
+    /// of offset order, so the committed offset alone cannot say what was done).
+    fn record_position(&mut self, meta: &RecordMeta) {
+        let (input, partition) = (meta.input as u32, meta.partition);
+        if meta.input >= self.first_global {
+            if let Some(p) = &mut self.positions {
+                p.put((input, partition), meta.offset + 1);
+            }
+        } else if meta.writer.tasks > 1 {
+            let task = meta.writer.task;
+            self.clock.put(ClockKey::LaneTasks { input, partition }, i64::from(meta.writer.tasks));
+            self.clock.put(ClockKey::LaneNext { input, partition, task }, meta.offset + 1);
+            let bound = ClockKey::LaneBound { input, partition, task };
+            let before = self.clock.get(&bound).copied().unwrap_or(i64::MIN);
+            self.clock.put(bound, before.max(meta.timestamp_ms));
         }
+    }
+
+    /// Where this (restored) task stands on each writer of its multi-writer lanes.
+    pub fn lane_positions(&self) -> Vec<LanePosition> {
+        self.clock
+            .iter()
+            .filter_map(|(k, &next_offset)| match *k {
+                ClockKey::LaneNext { input, partition, task } => {
+                    let tasks = self.clock.get(&ClockKey::LaneTasks { input, partition }).copied()?;
+                    let bound = self.clock.get(&ClockKey::LaneBound { input, partition, task }).copied()?;
+                    Some(LanePosition {
+                        input: input as usize,
+                        partition,
+                        writer: Writer::new(task as i32, tasks as i32),
+                        next_offset,
+                        bound,
+                    })
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// A record that could not be used still counts as read: a global input moves past it.
     pub fn skip(&mut self, meta: &RecordMeta) {
-        self.record_position(meta.input, meta.partition, meta.offset);
+        self.record_position(meta);
     }
 
     /// A record that could not be decoded: skipped like [`Task::skip`], and the processor
     /// told (at the current stream time), so it can stop trusting what that key said.
     pub fn undecodable(&mut self, meta: &RecordMeta) {
-        self.record_position(meta.input, meta.partition, meta.offset);
+        self.record_position(meta);
         let now = self.stream_time.unwrap_or(meta.timestamp_ms);
         self.out.set_now(now);
         self.processor.on_undecodable(meta, now, &mut self.out);
@@ -85,25 +201,27 @@ impl<P: Processor> Task<P> {
     /// Handles one decoded record: stream time moves to its timestamp if later, the
     /// processor sees the record, then, if time advanced, the new stream time.
     pub fn process(&mut self, input: P::Input, meta: &RecordMeta) -> Result<(), ProcessError> {
-        self.record_position(meta.input, meta.partition, meta.offset);
+        self.record_position(meta);
         let advanced = self.observe_time(meta.timestamp_ms);
         let now = self.stream_time.unwrap_or(meta.timestamp_ms);
         self.out.set_now(now);
         let result = self.processor.process(input, meta, now, &mut self.out);
         if advanced {
             self.processor.on_stream_time(now, &mut self.out);
+            self.forward_if_due(now);
         }
         result
     }
 
     /// A record that carries only time (a forwarded heartbeat).
     pub fn advance(&mut self, meta: &RecordMeta) {
-        self.record_position(meta.input, meta.partition, meta.offset);
+        self.record_position(meta);
         let timestamp_ms = meta.timestamp_ms;
         if self.observe_time(timestamp_ms) {
             let now = timestamp_ms;
             self.out.set_now(now);
             self.processor.on_stream_time(now, &mut self.out);
+            self.forward_if_due(now);
         }
     }
 
@@ -112,7 +230,19 @@ impl<P: Processor> Task<P> {
             Some(t) if t >= ts => false,
             _ => {
                 self.stream_time = Some(ts);
+                self.clock_dirty = true;
                 true
+            }
+        }
+    }
+
+    fn forward_if_due(&mut self, now: StreamTime) {
+        for (port, every, last) in &mut self.forward {
+            let period = now.div_euclid(*every);
+            if last.is_none_or(|last| last < period) {
+                *last = Some(period);
+                self.clock_dirty = true;
+                self.out.forward_stream_time(*port);
             }
         }
     }
@@ -129,12 +259,19 @@ impl<P: Processor> Task<P> {
 
     /// The store changes since the last call: (store index, change), stores in declared order.
     pub fn take_changes(&mut self) -> Vec<(usize, Change)> {
-        let mut all = Vec::new();
-        let mut stores = self.processor.stores();
-        if let Some(p) = &mut self.positions {
-            stores.push(p);
+        if std::mem::take(&mut self.clock_dirty) {
+            if let Some(t) = self.stream_time {
+                self.clock.put(ClockKey::StreamTime, t);
+            }
+            for &(port, _, last) in &self.forward {
+                if let Some(period) = last {
+                    self.clock.put(ClockKey::Forwarded { port: port as u32 }, period);
+                }
+            }
         }
-        for (i, store) in stores.into_iter().enumerate() {
+        let mut all = Vec::new();
+        let mut stores = self.all_stores();
+        for (i, store) in stores.drain(..).enumerate() {
             all.extend(store.take_changes().into_iter().map(|c| (i, c)));
         }
         all
@@ -145,107 +282,52 @@ impl<P: Processor> Task<P> {
         self.out.into_writers()
     }
 
-    /// Names of the task's stores: the processor's in declared order, then the
-    /// global-positions store when the task has global inputs.
-    pub fn store_names(&mut self) -> Vec<String> {
-        let mut names: Vec<String> = self.processor.stores().iter().map(|s| s.name().to_owned()).collect();
-        if self.positions.is_some() {
-            names.push(GLOBAL_POSITIONS_STORE.to_owned());
+    /// The processor's stores in declared order, then the global-positions store when the
+    /// task has global inputs, then the stream-time store.
+    fn all_stores(&mut self) -> Vec<&mut dyn StateStore> {
+        let mut stores = self.processor.stores();
+        if let Some(p) = &mut self.positions {
+            stores.push(p);
         }
-        names
+        stores.push(&mut self.clock);
+        stores
+    }
+
+    /// Names of the task's stores, in [`Task::take_changes`]' order.
+    pub fn store_names(&mut self) -> Vec<String> {
+        self.all_stores().iter().map(|s| s.name().to_owned()).collect()
     }
 
     /// Calls `f` with the name and entry count of each store, as [`Task::store_names`]
     /// orders them (for metrics: cheap, no store is walked).
     pub fn store_sizes(&mut self, mut f: impl FnMut(&str, usize)) {
-        for store in self.processor.stores() {
+        for store in self.all_stores() {
             f(store.name(), store.len());
-        }
-        if let Some(p) = &self.positions {
-            f(p.name(), p.len());
         }
     }
 
     /// Applies one changelog record of store `store` (index) during restore.
     pub fn restore(&mut self, store: usize, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
-        let mut stores = self.processor.stores();
-        if let Some(p) = &mut self.positions {
-            stores.push(p);
+        let mut stores = self.all_stores();
+        let is_clock = store + 1 == stores.len();
+        stores[store].restore(key, value)?;
+        if is_clock {
+            self.stream_time = self.clock.get(&ClockKey::StreamTime).copied();
+            for (port, _, last) in &mut self.forward {
+                *last = self.clock.get(&ClockKey::Forwarded { port: *port as u32 }).copied();
+            }
         }
-        stores[store].restore(key, value)
+        Ok(())
     }
 }
 
-/// Merges a task's input lanes into one deterministic order: the buffered head with the
-/// smallest (timestamp, lane, offset) goes first; each lane keeps its own order. A lane is
-/// one co-partitioned input's partition of this task, or one partition of a global input.
-/// Without `force`, a record is released only while every lane has one buffered, so the
-/// order does not depend on how fetches happened to arrive.
-#[derive(Debug)]
-pub struct Merger<T> {
-    queues: Vec<VecDeque<(i64, i64, T)>>,
-}
-
-impl<T> Merger<T> {
-    /// A merger over `inputs` inputs.
-    pub fn new(inputs: usize) -> Self {
-        Self { queues: (0..inputs).map(|_| VecDeque::new()).collect() }
+/// Names of the stores every task adds to its processor's: the global-positions store
+/// (with global inputs), then the stream-time store.
+pub fn runtime_stores(has_globals: bool) -> Vec<&'static str> {
+    let mut names = Vec::new();
+    if has_globals {
+        names.push(GLOBAL_POSITIONS_STORE);
     }
-
-    /// Buffers a record of `input`.
-    pub fn push(&mut self, input: usize, timestamp_ms: i64, offset: i64, item: T) {
-        self.queues[input].push_back((timestamp_ms, offset, item));
-    }
-
-    /// The next record in merge order; with `force`, even if some input has nothing
-    /// buffered (end of input, or waited long enough).
-    pub fn pop(&mut self, force: bool) -> Option<T> {
-        if !force && self.queues.iter().any(VecDeque::is_empty) {
-            return None;
-        }
-        let (i, _) = self
-            .queues
-            .iter()
-            .enumerate()
-            .filter_map(|(i, q)| q.front().map(|(ts, off, _)| (i, (*ts, i, *off))))
-            .min_by_key(|(_, k)| *k)?;
-        self.queues[i].pop_front().map(|(_, _, item)| item)
-    }
-
-    /// Records buffered.
-    pub fn len(&self) -> usize {
-        self.queues.iter().map(VecDeque::len).sum()
-    }
-
-    /// Whether nothing is buffered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Drops everything buffered (the task was revoked).
-    pub fn clear(&mut self) {
-        self.queues.iter_mut().for_each(VecDeque::clear);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn merge_order_is_by_timestamp_then_input_then_offset() {
-        let mut m = Merger::new(2);
-        m.push(0, 10, 0, "a10");
-        m.push(0, 30, 1, "a30");
-        assert_eq!(m.pop(false), None, "input 1 has nothing yet: wait");
-        m.push(1, 10, 0, "b10");
-        m.push(1, 20, 1, "b20");
-        let mut order = Vec::new();
-        while let Some(x) = m.pop(false) {
-            order.push(x);
-        }
-        assert_eq!(order, ["a10", "b10", "b20"], "a30 waits for input 1");
-        assert_eq!(m.pop(true), Some("a30"));
-        assert!(m.is_empty());
-    }
+    names.push(STREAM_TIME_STORE);
+    names
 }

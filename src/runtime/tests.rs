@@ -40,6 +40,7 @@ fn outputs(codec: &Codec, partitions: i32) -> OutputTopics {
         writers: vec![writer(codec, KeyedCount::FULL_NAME)],
         topics: vec![MemTopic::new("probe-out", partitions)],
         key_writers: Vec::new(),
+        forward: Vec::new(),
     }
 }
 
@@ -64,7 +65,7 @@ async fn every_good_record_is_counted_once_and_every_bad_one_dead_lettered() {
     for dl in &run.dead_letters {
         assert_eq!((dl.reason.as_str(), dl.processor.as_str()), ("no_registry", "probe"));
         let original = &topic.partitions[dl.source_partition as usize][dl.source_offset as usize];
-        assert_eq!(dl.value, original.value, "the dead letter holds the original bytes");
+        assert_eq!(dl.source_value, original.value, "the dead letter holds the original bytes");
     }
     let per_key = decoded_outputs(&codec, &run.outputs[0]).await;
     let total: usize = per_key.values().map(Vec::len).sum();
@@ -126,7 +127,16 @@ async fn inputs_with_different_partition_counts_are_refused() {
 fn dead_letters_record_null_values_too() {
     let codec = Codec::new(None).unwrap();
     let mut topic = MemTopic::new("probe-in", 1);
-    topic.append(0, LogRecord { key: Some(b"k".to_vec()), value: None, timestamp_ms: 5, heartbeat: false });
+    topic.append(
+        0,
+        LogRecord {
+            key: Some(b"k".to_vec()),
+            value: None,
+            timestamp_ms: 5,
+            heartbeat: false,
+            writer: super::Writer::SOLE,
+        },
+    );
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let run =
         rt.block_on(driver::run("probe", &codec, &[&topic], outputs(&codec, 1), |_| Probe::new())).unwrap();
@@ -165,8 +175,11 @@ async fn global_inputs_reach_every_task_once_and_their_positions_are_changelogge
     }
     // The task's own store of global positions went to its changelog: next offsets per
     // global partition, so a restored task resumes where its state stands.
-    assert_eq!(run.changelogs.len(), 2);
-    assert_eq!(run.changelogs[1].name, "probe-global-positions-changelog");
+    let names: Vec<&str> = run.changelogs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["probe-counts-changelog", "probe-global-positions-changelog", "probe-stream-time-changelog"]
+    );
     let mut task = Task::new(1, Probe::for_task(1), super::Outputs::new(vec![], vec![])).with_globals(1);
     for LogRecord { key, value, .. } in &run.changelogs[1].partitions[1] {
         task.restore(1, key.as_deref().unwrap(), value.as_deref()).unwrap();
@@ -179,8 +192,9 @@ async fn global_inputs_reach_every_task_once_and_their_positions_are_changelogge
 async fn a_repartition_topic_re_keys_between_two_stages() {
     let codec = Codec::new(None).unwrap();
     let (topic, corrupt) = input(&codec, 3, 600, 40);
-    let stage1 =
-        driver::run("rekey", &codec, &[&topic], outputs(&codec, 2), |_| ProbeRekey::new()).await.unwrap();
+    let rekeyed =
+        OutputTopics { forward: super::OutputPort::forwarding(&ProbeRekey::OUTPUTS), ..outputs(&codec, 2) };
+    let stage1 = driver::run("rekey", &codec, &[&topic], rekeyed, |_| ProbeRekey::new()).await.unwrap();
     let repartition = &stage1.outputs[0];
     // Records now sit on the partition of their new key; the forwarded heartbeats sit on
     // every partition, so stage two's stream time advances even where no record lands.
@@ -198,5 +212,41 @@ async fn a_repartition_topic_re_keys_between_two_stages() {
     assert!(per_key.keys().all(|k| k.starts_with("bucket-")), "{:?}", per_key.keys());
     for counts in per_key.values() {
         assert_eq!(counts, &(1..=counts.len() as i64).collect::<Vec<_>>());
+    }
+}
+
+/// On Kafka a downstream task reads a repartition partition in offset order, the upstream
+/// tasks' records interleaved as their transactions committed, and its gate is never closed.
+/// Fed that way — here, upstream task by upstream task, the worst interleaving — it releases
+/// every record (the input ends with a heartbeat on every partition, which the upstream stage
+/// forwards), in the order of the complete merge.
+#[tokio::test]
+async fn an_open_gate_fed_in_offset_order_releases_every_record_of_a_finished_input() {
+    let codec = Codec::new(None).unwrap();
+    let (topic, _) = input(&codec, 3, 600, 40);
+    let rekeyed =
+        OutputTopics { forward: super::OutputPort::forwarding(&ProbeRekey::OUTPUTS), ..outputs(&codec, 3) };
+    let stage1 = driver::run("rekey", &codec, &[&topic], rekeyed, |_| ProbeRekey::new()).await.unwrap();
+    for (p, records) in stage1.outputs[0].partitions.iter().enumerate() {
+        let mut by_task: Vec<(usize, &LogRecord)> = records.iter().enumerate().collect();
+        by_task.sort_by_key(|(_, r)| r.writer.task);
+        let (mut open, mut closed) = (super::Gate::new([true]), super::Gate::new([true]));
+        closed.close();
+        let (mut released, mut merged, mut now) = (Vec::new(), Vec::new(), None);
+        for (o, r) in &by_task {
+            let mark = if r.heartbeat { super::Mark::Forwarded } else { super::Mark::Record };
+            closed.push(0, r.writer, (r.timestamp_ms, *o as i64), mark, *o);
+            open.push(0, r.writer, (r.timestamp_ms, *o as i64), mark, *o);
+            while let Some(rel) = open.pop(now) {
+                now = Some(now.unwrap_or(i64::MIN).max(rel.timestamp_ms));
+                released.push(rel.item);
+            }
+        }
+        merged.extend(std::iter::from_fn(|| closed.pop(None).map(|r| r.item)));
+        assert!(open.is_empty(), "partition {p}: {} of {} records left", open.len(), records.len());
+        assert_eq!(released, merged, "partition {p}: the order of the complete merge");
+        assert!(
+            by_task.iter().map(|(_, r)| r.writer.task).collect::<std::collections::BTreeSet<_>>().len() > 1
+        );
     }
 }

@@ -141,15 +141,19 @@ pub struct TopicSpec {
     pub partitions: i32,
     /// `cleanup.policy=compact` (changelogs, tables) rather than `delete`.
     pub compacted: bool,
-    /// Further topic configs used at creation (e.g. `retention.ms`); not checked on
-    /// existing topics. `cleanup.policy` comes from `compacted` and overrides any entry here.
+    /// Further topic configs used at creation (e.g. `retention.ms`); an existing topic
+    /// whose value differs is reported ([`TopicStatus::drift`]), not changed.
+    /// `cleanup.policy` comes from `compacted` and overrides any entry here.
     pub config: BTreeMap<String, String>,
+    /// The pipeline setting the configs come from (e.g. `topics.retention.facts_ms`), named
+    /// in reports.
+    pub setting: Option<&'static str>,
 }
 
 impl TopicSpec {
     /// A `delete`-policy topic without further config.
     pub fn new(name: impl Into<String>, partitions: i32) -> Self {
-        Self { name: name.into(), partitions, compacted: false, config: BTreeMap::new() }
+        Self { name: name.into(), partitions, compacted: false, config: BTreeMap::new(), setting: None }
     }
 
     /// The same topic with `cleanup.policy=compact`.
@@ -160,6 +164,12 @@ impl TopicSpec {
     /// The same topic with one more config entry.
     pub fn with_config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.config.insert(key.into(), value.into());
+        self
+    }
+
+    /// The same topic, its configs set by this pipeline setting.
+    pub fn with_setting(mut self, setting: Option<&'static str>) -> Self {
+        self.setting = setting;
         self
     }
 
@@ -198,7 +208,8 @@ pub enum TopicAction {
     Created,
 }
 
-/// One topic after [`ensure_topics`]: it exists as specified.
+/// One topic after [`ensure_topics`]: it exists with its partition count and cleanup
+/// policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicStatus {
     /// Topic name.
@@ -207,6 +218,10 @@ pub struct TopicStatus {
     pub partitions: i32,
     /// Whether it was there or created.
     pub action: TopicAction,
+    /// Configs of an existing topic that differ from the pipeline's (e.g. a finite
+    /// `retention.ms` where the pipeline keeps records forever), one sentence each: the
+    /// topic is used as it is, and [`ensure_topics`] logs each as a warning.
+    pub drift: Vec<String>,
 }
 
 /// Makes sure every spec's topic exists with its partition count and cleanup policy.
@@ -229,7 +244,7 @@ pub async fn ensure_topics<C: ClientContext>(
     let unique = specs.iter().filter(|s| named.insert(s.name.as_str()));
     let (present, missing): (Vec<&TopicSpec>, Vec<&TopicSpec>) =
         unique.partition(|s| counts.contains_key(s.name.as_str()));
-    verify(admin, &present, &counts).await?;
+    let mut drift = verify(admin, &present, &counts).await?;
     let mut actions: BTreeMap<&str, TopicAction> =
         present.iter().map(|s| (s.name.as_str(), TopicAction::Existed)).collect();
 
@@ -266,8 +281,13 @@ pub async fn ensure_topics<C: ClientContext>(
             }
         }
         let metadata = wait_visible(admin, &missing).await?;
-        verify(admin, &raced, &partition_counts(&metadata)).await?;
+        drift.extend(verify(admin, &raced, &partition_counts(&metadata)).await?);
         actions.extend(raced.iter().map(|s| (s.name.as_str(), TopicAction::Existed)));
+    }
+    for (topic, lines) in &drift {
+        for line in lines {
+            tracing::warn!(topic = %topic, "{line}");
+        }
     }
     Ok(specs
         .iter()
@@ -275,6 +295,7 @@ pub async fn ensure_topics<C: ClientContext>(
             name: s.name.clone(),
             partitions: s.partitions,
             action: actions[s.name.as_str()],
+            drift: drift.get(&s.name).cloned().unwrap_or_default(),
         })
         .collect())
 }
@@ -303,12 +324,13 @@ fn copartitioned(counts: &BTreeMap<&str, i32>, groups: &[&[&str]]) -> Result<(),
     Ok(())
 }
 
-/// Partition counts and cleanup policies of topics that exist.
+/// Partition counts and cleanup policies of topics that exist (errors), and their other
+/// configs (drift: one sentence per config that differs, by topic).
 async fn verify<C: ClientContext>(
     admin: &AdminClient<C>,
     specs: &[&TopicSpec],
     counts: &BTreeMap<&str, i32>,
-) -> Result<(), TopicsError> {
+) -> Result<BTreeMap<String, Vec<String>>, TopicsError> {
     for s in specs {
         let actual = counts[s.name.as_str()];
         if actual != s.partitions {
@@ -319,8 +341,9 @@ async fn verify<C: ClientContext>(
             });
         }
     }
+    let mut drift = BTreeMap::new();
     if specs.is_empty() {
-        return Ok(());
+        return Ok(drift);
     }
     let resources: Vec<_> = specs.iter().map(|s| ResourceSpecifier::Topic(&s.name)).collect();
     let opts = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
@@ -339,8 +362,59 @@ async fn verify<C: ClientContext>(
                 actual,
             });
         }
+        let lines = config_drift(s, |key| config.get(key).and_then(|e| e.value.clone()));
+        if !lines.is_empty() {
+            drift.insert(s.name.clone(), lines);
+        }
     }
-    Ok(())
+    Ok(drift)
+}
+
+/// One sentence per config of `spec` the existing topic has another value for.
+fn config_drift(spec: &TopicSpec, actual: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    spec.config
+        .iter()
+        .filter(|(key, _)| *key != "cleanup.policy")
+        .filter_map(|(key, want)| {
+            let have = actual(key).unwrap_or_default();
+            (have != *want).then(|| {
+                let from = spec.setting.map(|s| format!(" ({s})")).unwrap_or_default();
+                let meaning = match (key.as_str(), want.as_str()) {
+                    ("retention.ms", "-1") => ": records older than that are deleted, though the pipeline keeps them forever",
+                    ("retention.ms", _) => ": records are kept for another time than the pipeline says",
+                    _ => "",
+                };
+                format!(
+                    "topic {} has {key}={have}, the pipeline says {key}={want}{from}{meaning}; used as it is                      (kafka-configs.sh --alter --entity-type topics --entity-name {} --add-config {key}={want})",
+                    spec.name, spec.name
+                )
+            })
+        })
+        .collect()
+}
+
+/// The `retention.ms` of each existing topic among `topics` (-1: forever; a compacted-only
+/// topic keeps every key's latest record and also reads as -1).
+pub async fn retention_ms<C: ClientContext>(
+    admin: &AdminClient<C>,
+    topics: &[&str],
+) -> Result<BTreeMap<String, i64>, TopicsError> {
+    let resources: Vec<_> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
+    let opts = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
+    let results = admin
+        .describe_configs(&resources, &opts)
+        .await
+        .map_err(|source| TopicsError::Kafka { operation: "describe configs", source })?;
+    let mut out = BTreeMap::new();
+    for (topic, result) in topics.iter().zip(results) {
+        let config =
+            result.map_err(|code| TopicsError::DescribeConfigs { topic: (*topic).to_owned(), code })?;
+        let value = |key: &str| config.get(key).and_then(|e| e.value.clone()).unwrap_or_default();
+        let deletes = value("cleanup.policy").split(',').any(|p| p.trim() == "delete");
+        let ms = if deletes { value("retention.ms").parse().unwrap_or(-1) } else { -1 };
+        out.insert((*topic).to_owned(), ms);
+    }
+    Ok(out)
 }
 
 /// Whether a `cleanup.policy` value (a list such as `compact,delete`) is exactly `expected`.
@@ -445,6 +519,26 @@ mod tests {
              --config min.compaction.lag.ms=0"
         );
         assert!(TopicSpec::new("t", 1).create_command("b:1", 1).ends_with("--config cleanup.policy=delete"));
+    }
+
+    #[test]
+    fn differing_configs_of_an_existing_topic_are_reported_naming_the_setting() {
+        let spec = TopicSpec::new("kubefacts.job-run-facts.v1", 3)
+            .with_config("retention.ms", "-1")
+            .with_setting(Some("topics.retention.facts_ms"));
+        let actual = |value: &'static str| move |key: &str| (key == "retention.ms").then(|| value.to_owned());
+        assert!(config_drift(&spec, actual("-1")).is_empty(), "the same value: nothing to say");
+        let drift = config_drift(&spec, actual("604800000"));
+        assert_eq!(drift.len(), 1);
+        assert!(
+            drift[0].starts_with(
+                "topic kubefacts.job-run-facts.v1 has retention.ms=604800000, the pipeline says retention.ms=-1 \
+                 (topics.retention.facts_ms): records older than that are deleted"
+            ),
+            "{}",
+            drift[0]
+        );
+        assert!(drift[0].ends_with("--add-config retention.ms=-1)"), "{}", drift[0]);
     }
 
     #[test]

@@ -58,6 +58,7 @@ impl SessionOwners {
         record: OwnerRetainedCompute::FULL_NAME,
         compacted: true,
         key_record: None,
+        stream_time_every_ms: None,
     }];
 
     /// An empty processor.

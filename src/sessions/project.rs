@@ -145,12 +145,14 @@ impl Sessions {
             record: SessionProjection::FULL_NAME,
             compacted: true,
             key_record: None,
+            stream_time_every_ms: None,
         },
         OutputPort {
             topic: "session_owner_repartition",
             record: SessionRetained::FULL_NAME,
             compacted: false,
             key_record: None,
+            stream_time_every_ms: Some(10_000),
         },
     ];
 

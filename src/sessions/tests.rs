@@ -159,6 +159,7 @@ async fn run_sessions_with(inputs: Vec<In>, cfg: SessionsConfig) -> Ran {
         writers: Sessions::OUTPUTS.iter().map(|p| single_object_writer(&codec, p.record).unwrap()).collect(),
         topics: vec![MemTopic::new("projections", PARTITIONS), MemTopic::new("by-owner", PARTITIONS)],
         key_writers: Vec::new(),
+        forward: crate::runtime::OutputPort::forwarding(&Sessions::OUTPUTS),
     };
     let run =
         driver::run("sessions", &codec, &[&sessions, &pods], outputs, |_| Sessions::new(cfg.clone(), LABEL))
@@ -177,7 +178,7 @@ async fn run_sessions_with(inputs: Vec<In>, cfg: SessionsConfig) -> Ran {
             None => tombstoned.push(key),
         }
     }
-    for rec in run.outputs[1].partitions.iter().flatten() {
+    for rec in run.outputs[1].partitions.iter().flatten().filter(|r| !r.heartbeat) {
         let key = String::from_utf8(rec.key.clone().unwrap()).unwrap();
         retained.push((key, codec.decode_as(rec.value.as_deref().unwrap()).await.unwrap()));
     }
@@ -541,6 +542,7 @@ async fn run_owners(records: Vec<(&str, SessionRetained)>) -> (Vec<OwnerRetained
         writers: vec![single_object_writer(&codec, OwnerRetainedCompute::FULL_NAME).unwrap()],
         topics: vec![MemTopic::new("totals", PARTITIONS)],
         key_writers: Vec::new(),
+        forward: Vec::new(),
     };
     let run =
         driver::run("session-owners", &codec, &[&input], outputs, |_| SessionOwners::new()).await.unwrap();

@@ -25,7 +25,7 @@ use crate::{
     codec::{Codec, CodecError, RecordWriter},
     config::TopicsConfig,
     observe::{InputTopic, Observation},
-    runtime::partitioner::partition_for_key,
+    runtime::{HEARTBEAT_HEADER, partitioner::partition_for_key},
     telemetry,
 };
 
@@ -180,6 +180,7 @@ impl Publisher {
         let (_, out) = self.topics.iter().find(|(t, _)| *t == obs.topic).expect("a writer per input topic");
         let value = obs.record.encode(&out.writer)?;
         let timestamp = obs.record.observed_at();
+        let heartbeat = obs.record.event() == crate::observe::ObservationEvent::Heartbeat;
         let partitions: Vec<i32> = match &obs.key {
             Some(key) => vec![partition_for_key(key.as_bytes(), out.partitions)],
             None => (0..out.partitions).collect(),
@@ -189,6 +190,12 @@ impl Publisher {
                 FutureRecord::to(&out.name).partition(partition).timestamp(timestamp).payload(&value);
             if let Some(key) = &obs.key {
                 record = record.key(key.as_bytes());
+            }
+            // A heartbeat says nothing observed at or before its time follows here: the
+            // header lets a task's merge rely on it without decoding (docs/RUNTIME.md).
+            if heartbeat {
+                record = record
+                    .headers(OwnedHeaders::new().insert(Header { key: HEARTBEAT_HEADER, value: Some("1") }));
             }
             // A keyed observation starts a trace: a `publish` span, and its context in the
             // record's `traceparent` header for the processors downstream (docs/TRACING.md).

@@ -215,7 +215,7 @@ impl Pipeline {
         std::fs::write(
             &config,
             format!(
-                "[topics]\nprefix = \"{prefix}\"\n\n[process]\napplication_id = \"{app}\"\nmax_task_idle_ms = 1000\n\n\
+                "[topics]\nprefix = \"{prefix}\"\n\n[process]\napplication_id = \"{app}\"\n\n\
                  [watch]\nnamespaces = [{list}]\nheartbeat_interval_ms = 1000\n\
                  leases = [\"kube-system/kube-controller-manager\"]\n\n\
                  [watch.leader]\nlease_namespace = \"{}\"\nlease_duration_secs = 4\nrenew_deadline_secs = 3\n\

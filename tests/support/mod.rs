@@ -293,7 +293,8 @@ pub struct ReadRecord {
 
 /// Every committed record of `topic` (all partitions, from the beginning to the last
 /// stable offset; read_committed, so aborted transactions never show), in partition then
-/// offset order.
+/// offset order — but forwarded stream time: records with the `kubefacts-heartbeat`
+/// header (no value, no fact) are left out, as every consumer of our outputs leaves them.
 pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<ReadRecord> {
     use rdkafka::consumer::BaseConsumer;
     let consumer: BaseConsumer = ClientConfig::new()
@@ -317,6 +318,7 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<ReadRecord> {
     while eof < partitions {
         assert!(std::time::Instant::now() < deadline, "reading {topic} took over 60 s");
         match consumer.poll(Duration::from_secs(1)) {
+            Some(Ok(m)) if is_heartbeat(&m) => {}
             Some(Ok(m)) => out.push(ReadRecord {
                 partition: m.partition(),
                 offset: m.offset(),
@@ -330,6 +332,130 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<ReadRecord> {
     }
     out.sort_by_key(|r| (r.partition, r.offset));
     out
+}
+
+/// One committed record with its value as it is (`None`: a tombstone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// Partition.
+    pub partition: i32,
+    /// Offset.
+    pub offset: i64,
+    /// Key bytes.
+    pub key: Option<Vec<u8>>,
+    /// Value bytes; `None` for a tombstone.
+    pub value: Option<Vec<u8>>,
+    /// Timestamp, epoch ms.
+    pub timestamp: Option<i64>,
+}
+
+/// Like [`read_topic`] (committed, heartbeats left out, partition then offset order), but
+/// tombstones stay `None` and timestamps are kept.
+pub fn read_records(bootstrap: &str, topic: &str) -> Vec<Committed> {
+    use rdkafka::consumer::BaseConsumer;
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("isolation.level", "read_committed")
+        .set("group.id", unique_name("read-records"))
+        .set("enable.partition.eof", "true")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("a consumer");
+    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("topic metadata");
+    let partitions = md.topics()[0].partitions().len() as i32;
+    assert!(partitions > 0, "topic {topic} does not exist");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning).expect("partition");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let (mut out, mut eof) = (Vec::new(), 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while eof < partitions {
+        assert!(std::time::Instant::now() < deadline, "reading {topic} took over 120 s");
+        match consumer.poll(Duration::from_secs(1)) {
+            Some(Ok(m)) if is_heartbeat(&m) => {}
+            Some(Ok(m)) => out.push(Committed {
+                partition: m.partition(),
+                offset: m.offset(),
+                key: m.key().map(<[u8]>::to_vec),
+                value: m.payload().map(<[u8]>::to_vec),
+                timestamp: m.timestamp().to_millis(),
+            }),
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => eof += 1,
+            Some(Err(e)) => panic!("reading {topic}: {e}"),
+            None => {}
+        }
+    }
+    out.sort_by_key(|r| (r.partition, r.offset));
+    out
+}
+
+/// One stage's consumer group and its co-partitioned inputs.
+pub struct Stage {
+    /// The group.
+    pub group: String,
+    /// Its co-partitioned inputs (3 partitions each).
+    pub inputs: Vec<String>,
+}
+
+/// Whether every stage's group has committed every record of its inputs.
+pub fn all_committed(bootstrap: &str, stages: &[Stage]) -> Result<(), String> {
+    let mut behind = Vec::new();
+    for s in stages {
+        let c: rdkafka::consumer::BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", &s.group)
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        let mut ends = std::collections::BTreeMap::new();
+        for t in &s.inputs {
+            for p in 0..3 {
+                let end = c.fetch_watermarks(t, p, Duration::from_secs(5)).map_err(|e| e.to_string())?.1;
+                ends.insert((t.clone(), p), end);
+                tpl.add_partition(t, p);
+            }
+        }
+        let committed = c.committed_offsets(tpl, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+        for e in committed.elements() {
+            let at = if let Offset::Offset(o) = e.offset() { o } else { 0 };
+            let end = ends[&(e.topic().to_owned(), e.partition())];
+            if at != end {
+                behind.push(format!("{} {}[{}]: {at} of {end}", s.group, e.topic(), e.partition()));
+            }
+        }
+    }
+    if behind.is_empty() { Ok(()) } else { Err(behind.join(", ")) }
+}
+
+/// The stages of the default pipeline on topics with `prefix`, application `app`.
+pub fn default_stages(prefix: &str, app: &str) -> Vec<Stage> {
+    let topic = |name: &str| format!("{prefix}{name}");
+    [
+        ("runs", vec![topic("jobs.v1"), topic("pods.v1")]),
+        ("journal", vec![topic("internal.journal-repartition.v1")]),
+        ("coverage", vec![topic("job-run-facts.v1"), topic("cronjobs.v1")]),
+        ("sessions", vec![topic("sessions.v1"), topic("pods.v1")]),
+        ("session-owners", vec![topic("internal.session-owner-repartition.v1")]),
+    ]
+    .into_iter()
+    .map(|(stage, inputs)| Stage { group: format!("{app}-{stage}"), inputs })
+    .collect()
+}
+
+/// A free loopback port (bound, then released for a child to take).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Whether a record is forwarded stream time: the `kubefacts-heartbeat` header and no value
+/// (the watcher's heartbeat observations carry the header too, with their Avro value).
+pub fn is_heartbeat(m: &impl Message) -> bool {
+    use rdkafka::message::Headers;
+    m.payload().is_none()
+        && m.headers().is_some_and(|h| h.iter().any(|h| h.key == kubefacts::runtime::HEARTBEAT_HEADER))
 }
 
 /// The Kafka key DESIGN §2 gives an observation carrying an object: Job and CronJob UIDs,

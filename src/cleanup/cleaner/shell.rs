@@ -553,7 +553,7 @@ impl Apply<'_> {
         batch.outputs.push(Output {
             topic_is_outcomes: false,
             partition: dl.source_partition % self.dead_letter_partitions,
-            key: dl.key.clone(),
+            key: dl.source_key.clone(),
             value: self.dead_letter_writer.encode(&dl)?,
             timestamp_ms: dl.source_timestamp.unwrap_or_else(now_ms),
         });

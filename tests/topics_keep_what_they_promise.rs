@@ -1,0 +1,181 @@
+//! Every topic says what it is (docs/TOPICS.md) and keeps what it promises, on the real
+//! broker: `process --create-topics` creates each topic of the default pipeline with the
+//! cleanup policy and retention its role gives it (never the broker's default), an existing
+//! topic that contradicts the table is reported at start and left alone, and `publish`
+//! refuses input its topic would delete rather than losing it.
+
+mod support;
+
+use std::{
+    io::Read,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use kubefacts::{
+    config::{PipelineConfig, TOPIC_ROLES, TopicKind},
+    runtime::topics::{TopicSpec, ensure_topics},
+};
+use rdkafka::{
+    ClientConfig,
+    admin::{AdminClient, AdminOptions, ResourceSpecifier},
+    client::DefaultClientContext,
+    consumer::{BaseConsumer, Consumer},
+};
+use support::{KillOnDrop, infra, repo_path, unique_name};
+
+type Admin = AdminClient<DefaultClientContext>;
+
+fn admin(bootstrap: &str) -> Admin {
+    ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("admin client")
+}
+
+/// `cleanup.policy` and `retention.ms` of a topic.
+async fn policy_and_retention(admin: &Admin, topic: &str) -> (String, String) {
+    let r = admin
+        .describe_configs(&[ResourceSpecifier::Topic(topic)], &AdminOptions::new())
+        .await
+        .unwrap()
+        .remove(0)
+        .unwrap_or_else(|e| panic!("{topic}: {e:?}"));
+    let get = |k: &str| r.get(k).and_then(|e| e.value.clone()).unwrap_or_default();
+    (get("cleanup.policy"), get("retention.ms"))
+}
+
+/// Records in a topic (high watermarks summed).
+fn records_in(bootstrap: &str, topic: &str) -> i64 {
+    let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+    let md = c.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+    let n = md.topics()[0].partitions().len() as i32;
+    (0..n).map(|p| c.fetch_watermarks(topic, p, Duration::from_secs(10)).unwrap().1).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn created_topics_follow_the_table_and_a_contradicting_one_is_reported() {
+    let infra = infra();
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!("{}.", unique_name("roles"));
+    let app = unique_name("roles-app");
+    let config = dir.path().join("pipeline.toml");
+    std::fs::write(
+        &config,
+        format!("[topics]\nprefix = \"{prefix}\"\n\n[process]\napplication_id = \"{app}\"\n"),
+    )
+    .unwrap();
+    let pipeline = PipelineConfig::load(&config).unwrap();
+    let topics = &pipeline.topics;
+    let admin = admin(&infra.bootstrap);
+
+    // An operator created the run facts earlier with a week's retention.
+    let facts = topics.full(&topics.job_run_facts);
+    let week = TopicSpec::new(&facts, 3).with_config("retention.ms", "604800000");
+    ensure_topics(&admin, &[week], true).await.unwrap();
+
+    let log = dir.path().join("process.log");
+    let process = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+        .args(["process", "--create-topics", "--instance-id", "a", "--bootstrap", &infra.bootstrap])
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "kubefacts=info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut process = KillOnDrop(process);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let text = loop {
+        let mut text = String::new();
+        std::fs::File::open(&log).unwrap().read_to_string(&mut text).unwrap();
+        if text.contains("running") {
+            break text;
+        }
+        assert!(process.try_wait().unwrap().is_none(), "process exited:\n{text}");
+        assert!(Instant::now() < deadline, "process did not start within 90 s:\n{text}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let _ = process.kill();
+
+    // Reported at start, naming the setting, and left as it is.
+    let report = format!(
+        "topic {facts} has retention.ms=604800000, the pipeline says retention.ms=-1 (topics.retention.facts_ms)"
+    );
+    assert!(text.contains(&report), "no report of the contradicting topic in:\n{text}");
+    assert_eq!(policy_and_retention(&admin, &facts).await, ("delete".into(), "604800000".into()));
+
+    // Every other topic of the table as its role says.
+    let mut checked = 0;
+    for role in &TOPIC_ROLES {
+        let name = topics.full(match role.key {
+            "pods" => &topics.pods,
+            "jobs" => &topics.jobs,
+            "cronjobs" => &topics.cronjobs,
+            "leases" => &topics.leases,
+            "sessions" => &topics.sessions,
+            "job_run_facts" => continue,
+            "job_runs" => &topics.job_runs,
+            "journal_repartition" => &topics.journal_repartition,
+            "cleanup_decisions" => &topics.cleanup_decisions,
+            // Written by `kubefacts cleaner`, which creates it.
+            "cleanup_outcomes" => continue,
+            "coverage_alerts" => &topics.coverage_alerts,
+            "session_projections" => &topics.session_projections,
+            "session_owner_repartition" => &topics.session_owner_repartition,
+            "retained_by_owner" => &topics.retained_by_owner,
+            "dead_letter" => &topics.dead_letter,
+            other => panic!("a topic role this test does not know: {other}"),
+        });
+        let (policy, retention) = policy_and_retention(&admin, &name).await;
+        if role.kind == TopicKind::Table {
+            assert_eq!(policy, "compact", "{name}: a table is compacted");
+        } else {
+            assert_eq!((policy.as_str(), retention.as_str()), ("delete", "-1"), "{name} ({:?})", role.kind);
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, TOPIC_ROLES.len() - 2);
+    // The state-change log in particular: compaction would keep one state per CronJob.
+    let alerts = topics.full(&topics.coverage_alerts);
+    assert_eq!(policy_and_retention(&admin, &alerts).await.0, "delete");
+    // Changelogs are compacted.
+    let changelog = format!("{app}-coverage-subjects-changelog");
+    assert_eq!(policy_and_retention(&admin, &changelog).await.0, "compact");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_refuses_input_older_than_its_topics_retention() {
+    let infra = infra();
+    let dir = tempfile::tempdir().unwrap();
+    // The demo trace was observed on 2026-11-29: older than a day.
+    let demo = repo_path("tests/fixtures/traces/demo.jsonl");
+    let run = |retention: &str| {
+        let prefix = format!("{}.", unique_name("refuse"));
+        let config = dir.path().join(format!("{prefix}toml"));
+        std::fs::write(&config, format!("[topics]\nprefix = \"{prefix}\"\n{retention}")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+            .args(["publish", "--create-topics", "--bootstrap", &infra.bootstrap, "--input", &demo])
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        let pipeline = PipelineConfig::load(&config).unwrap();
+        let topics = &pipeline.topics;
+        let names = [&topics.pods, &topics.jobs, &topics.cronjobs, &topics.leases].map(|t| topics.full(t));
+        let published: i64 = names.iter().map(|t| records_in(&infra.bootstrap, t)).sum();
+        (out, published)
+    };
+
+    let (out, published) = run("[topics.retention]\ninputs_ms = 86400000\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "publish must fail:\n{stderr}");
+    assert!(stderr.contains("refusing to publish"), "{stderr}");
+    assert!(
+        stderr.contains("retention.ms=86400000") && stderr.contains("topics.retention.inputs_ms"),
+        "{stderr}"
+    );
+    assert_eq!(published, 0, "nothing was published, so nothing is silently deleted");
+
+    // The default keeps input forever: the same trace is published whole.
+    let (out, published) = run("");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(published > 0);
+}
