@@ -1,0 +1,366 @@
+//! Issue 20: Kafka equals memory for every stage of the default pipeline.
+//!
+//! A simulated small fleet (four hours from 2026-11-01 — records a month old, which a
+//! broker-default retention would delete within seconds on the test broker) is published
+//! with `--finish`, then `kubefacts process` runs all five stages in two instances, one
+//! SIGKILLed three times while it holds an open transaction. Every output is read back
+//! (read_committed) and compared, key by key and record by record, with `kubefacts replay
+//! --finish` of the same trace: every revision of every `job-runs` window (so its latest, the
+//! sequence of its `is_final` flags and every run it was final without), every coverage
+//! alert, session projection, retained-compute total and cleanup decision, and the run facts.
+//!
+//! Before the watermark across tasks (docs/RUNTIME.md), `[journal]` took the highest
+//! timestamp read as stream time: on Kafka the fastest `[runs]` task closed windows with a
+//! third of their runs, and `[coverage]`, forced past a quiet run-facts partition, fired for
+//! CronJobs that never missed a run. Both differ from the replay here.
+
+mod support;
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use kubefacts::codec::{
+    Codec,
+    json::{Timestamps, to_json},
+};
+use serde_json::Value;
+use support::{KillOnDrop, Stage, all_committed, default_stages, infra, read_records, unique_name};
+
+const PARTITIONS: &str = "3";
+const HOURS: &str = "4";
+const SEED: &str = "20";
+
+/// `kubefacts <args>`, which must succeed; its stdout and stderr.
+fn kubefacts(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts")).args(args).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "kubefacts {args:?} failed:\n{stderr}\n{stdout}");
+    format!("{stdout}{stderr}")
+}
+
+/// Records per key, in order: (key as JSON, value as JSON or null for a tombstone).
+type ByKey = BTreeMap<String, Vec<Value>>;
+
+/// The records of a `replay` output file, per key.
+fn replayed(dir: &Path, topic: &str) -> ByKey {
+    let mut out = ByKey::new();
+    let text = std::fs::read_to_string(dir.join(format!("{topic}.jsonl"))).unwrap_or_default();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        out.entry(v["key"].to_string()).or_default().push(v["value"].clone());
+    }
+    out
+}
+
+/// The committed records of a topic on Kafka, per key, decoded as `replay` decodes them.
+fn on_kafka(rt: &tokio::runtime::Runtime, codec: &Codec, bootstrap: &str, topic: &str) -> ByKey {
+    let mut out = ByKey::new();
+    for r in read_records(bootstrap, topic) {
+        let decode =
+            |bytes: &[u8]| to_json(&rt.block_on(codec.decode(bytes)).unwrap().value, Timestamps::Rfc3339);
+        let key = match r.key.as_deref() {
+            Some(k) if k.starts_with(&[0xC3, 0x01]) => decode(k),
+            Some(k) => Value::String(String::from_utf8_lossy(k).into_owned()),
+            None => Value::Null,
+        };
+        let value = r.value.as_deref().map_or(Value::Null, decode);
+        out.entry(key.to_string()).or_default().push(value);
+    }
+    out
+}
+
+/// Where two per-key histories first differ, one paragraph per key (at most 8).
+fn differences(what: &str, want: &ByKey, got: &ByKey) -> Vec<String> {
+    let keys: std::collections::BTreeSet<&String> = want.keys().chain(got.keys()).collect();
+    let mut out = Vec::new();
+    for k in keys {
+        let (w, g) = (want.get(k).cloned().unwrap_or_default(), got.get(k).cloned().unwrap_or_default());
+        if w != g {
+            let at = w.iter().zip(&g).position(|(a, b)| a != b).unwrap_or(w.len().min(g.len()));
+            out.push(format!(
+                "{what} {k}: {} records on Kafka, {} in the replay; first difference at #{}:\n    replay: {}\n    kafka:  {}",
+                g.len(),
+                w.len(),
+                at + 1,
+                w.get(at).map_or("<none>".into(), Value::to_string),
+                g.get(at).map_or("<none>".into(), Value::to_string),
+            ));
+        }
+    }
+    out.truncate(8);
+    out
+}
+
+/// For tables (compacted: the broker may drop a key's earlier records at any time): per key,
+/// Kafka's records must be the replay's in the same order with some left out, and the last
+/// must be the replay's last. A record on Kafka the replay never wrote is a difference.
+fn table_differences(what: &str, want: &ByKey, got: &ByKey) -> Vec<String> {
+    let keys: std::collections::BTreeSet<&String> = want.keys().chain(got.keys()).collect();
+    let mut out = Vec::new();
+    for k in keys {
+        let (w, g) = (want.get(k).cloned().unwrap_or_default(), got.get(k).cloned().unwrap_or_default());
+        let mut rest = w.iter();
+        let unmatched = g.iter().position(|r| !rest.any(|x| x == r));
+        if unmatched.is_some() || w.last() != g.last() {
+            let at = unmatched.unwrap_or(g.len().saturating_sub(1));
+            out.push(format!(
+                "{what} {k}: {} records on Kafka, {} in the replay; Kafka's #{} is {}:\n    kafka:  {}\n    replay's last: {}",
+                g.len(),
+                w.len(),
+                at + 1,
+                if unmatched.is_some() { "not one of the replay's (in order)" } else { "not the replay's last" },
+                g.get(at).map_or("<none>".into(), Value::to_string),
+                w.last().map_or("<none>".into(), Value::to_string),
+            ));
+        }
+    }
+    out.truncate(8);
+    out
+}
+
+/// Per window: how many revisions were final, and how many of those added runs after the
+/// first final one (runs filed late).
+fn finality(windows: &ByKey) -> (usize, usize, usize) {
+    let (mut finalized, mut revised_while_final) = (0, 0);
+    for revisions in windows.values() {
+        let mut final_runs: Option<usize> = None;
+        for w in revisions {
+            let runs = w["runs"].as_array().map_or(0, Vec::len);
+            if w["is_final"] == Value::Bool(true) {
+                match final_runs {
+                    None => finalized += 1,
+                    Some(n) if runs > n => revised_while_final += 1,
+                    Some(_) => {}
+                }
+                final_runs = Some(runs);
+            }
+        }
+    }
+    (windows.len(), finalized, revised_while_final)
+}
+
+/// Whether a process is stopped (SIGSTOP, at its failpoint).
+fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+        .unwrap_or(false)
+}
+
+#[test]
+fn every_stage_on_kafka_equals_the_replay_through_sigkills() {
+    let started = Instant::now();
+    let infra = infra();
+    let bootstrap = infra.bootstrap.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let prefix = format!("{}.", unique_name("stages"));
+    let app = unique_name("stages-app");
+    let config = dir.join("pipeline.toml");
+    // The default pipeline (every stage) on this test's topics; small transactions, so an
+    // instance commits many times and a failpoint lands mid-input.
+    std::fs::write(
+        &config,
+        format!(
+            "[topics]\nprefix = \"{prefix}\"\n\n[process]\napplication_id = \"{app}\"\nsession_timeout_ms = 6000\n\
+             max_batch_records = 100\n"
+        ),
+    )
+    .unwrap();
+    let config_arg = config.to_str().unwrap();
+    let trace = dir.join("trace.jsonl");
+    let trace_arg = trace.to_str().unwrap();
+    kubefacts(&["simulate", "--profile", "small", "--hours", HOURS, "--seed", SEED, "--output", trace_arg]);
+    let published = kubefacts(&[
+        "publish",
+        "--create-topics",
+        "--partitions",
+        PARTITIONS,
+        "--finish",
+        "--bootstrap",
+        bootstrap,
+        "--input",
+        trace_arg,
+        "--config",
+        config_arg,
+    ]);
+    assert!(published.contains("publish: finished the trace as a quiet cluster would"), "{published}");
+    let replay_dir = dir.join("replay");
+    kubefacts(&[
+        "replay",
+        "--partitions",
+        PARTITIONS,
+        "--finish",
+        "--input",
+        trace_arg,
+        "--output",
+        replay_dir.to_str().unwrap(),
+        "--config",
+        config_arg,
+    ]);
+    println!("published and replayed after {:?}", started.elapsed());
+
+    let topic = |name: &str| format!("{prefix}{name}");
+    let stages: Vec<Stage> = default_stages(&prefix, &app);
+
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let start = |instance: &str, extra: &[&str]| {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(logs.join(format!("{instance}.log")))
+            .unwrap();
+        Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+            .args(["process", "--create-topics", "--config", config_arg, "--instance-id", instance])
+            .args(["--bootstrap", bootstrap])
+            .args(extra)
+            .env_remove("KUBEFACTS_REGISTRY")
+            .env("RUST_LOG", "kubefacts=info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map(KillOnDrop)
+            .unwrap()
+    };
+    let tails = || {
+        let mut all = String::new();
+        for e in std::fs::read_dir(&logs).unwrap() {
+            let p: PathBuf = e.unwrap().path();
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(12).collect();
+            all +=
+                &format!("--- {}\n{}\n", p.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        }
+        all
+    };
+    let seed = std::env::var("KUBEFACTS_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    println!("kill schedule seed: KUBEFACTS_TEST_SEED={seed}");
+    let mut rng = seed | 1;
+    let mut below = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+
+    // b runs throughout; a joins, stops itself inside a transaction (outputs, changelog and
+    // offsets sent, the commit not) and is SIGKILLed there, three times; then a for good.
+    let mut b = start("b", &[]);
+    let mut kills = 0;
+    for _ in 0..3 {
+        let failpoint = format!("before-commit:{}", 2 + below(6));
+        let mut a = start("a", &["--failpoint", &failpoint]);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let pid = a.id();
+        loop {
+            if is_stopped(pid) {
+                kills += 1;
+                break;
+            }
+            assert!(a.try_wait().unwrap().is_none(), "a exited before its failpoint\n{}", tails());
+            if all_committed(bootstrap, &stages).is_ok() || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        a.kill().unwrap();
+        a.wait().unwrap();
+        println!("SIGKILLed a ({failpoint}) after {:?}", started.elapsed());
+    }
+    let mut a = start("a", &[]);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        assert!(b.try_wait().unwrap().is_none(), "b exited\n{}", tails());
+        assert!(a.try_wait().unwrap().is_none(), "a exited\n{}", tails());
+        match all_committed(bootstrap, &stages) {
+            Ok(()) => break,
+            Err(behind) if Instant::now() > deadline => {
+                panic!("not every stage committed its input within 300 s: {behind}\n{}", tails())
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+    println!("every stage committed its input after {:?}", started.elapsed());
+    // Retention would have deleted the month-old records by now, had a topic kept them for
+    // the broker's default week (the test broker checks every second).
+    std::thread::sleep(Duration::from_secs(3));
+
+    let codec = Codec::new(None).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // The alert history below is only worth comparing if compaction cannot thin it: the
+    // state-change log is a log.
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+    let alerts = topic("coverage-alerts.v1");
+    let described = rt
+        .block_on(
+            admin.describe_configs(&[rdkafka::admin::ResourceSpecifier::Topic(&alerts)], &Default::default()),
+        )
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    let policy = described.get("cleanup.policy").and_then(|e| e.value.clone());
+    assert_eq!(policy.as_deref(), Some("delete"), "{alerts} is a log of state changes, never compacted");
+    let mut failures = Vec::new();
+    let mut compared = Vec::new();
+    // Logs: every record. Tables: what compaction left, each the replay's own record (so a
+    // window's every surviving revision, its `is_final` flag with it, is the replay's).
+    for (name, table) in [
+        ("job-runs.v1", true),
+        ("coverage-alerts.v1", false),
+        ("session-projections.v1", true),
+        ("retained-compute-by-owner.v1", true),
+        ("cleanup-decisions.v1", false),
+    ] {
+        let (want, got) =
+            (replayed(&replay_dir, &topic(name)), on_kafka(&rt, &codec, bootstrap, &topic(name)));
+        assert!(!want.is_empty(), "the replay wrote no {name}");
+        let (records, kept) =
+            (want.values().map(Vec::len).sum::<usize>(), got.values().map(Vec::len).sum::<usize>());
+        compared.push(format!("{name}: {} keys, {records} records ({kept} on Kafka)", want.len()));
+        failures.extend(if table {
+            table_differences(name, &want, &got)
+        } else {
+            differences(name, &want, &got)
+        });
+        if name == "job-runs.v1" {
+            let (windows, finalized, late) = finality(&want);
+            assert!(finalized >= 3, "{finalized} of {windows} windows went final in the replay");
+            println!(
+                "job-runs: {windows} windows, {finalized} final, {late} revised while final (late in the input)"
+            );
+        }
+    }
+    // Run facts: one key (a CronJob) is written by several [runs] tasks, in commit order, so
+    // compare each key's facts as a set.
+    let sorted = |mut m: ByKey| {
+        m.values_mut().for_each(|v| v.sort_by_key(Value::to_string));
+        m
+    };
+    let facts = topic("job-run-facts.v1");
+    let (want, got) =
+        (sorted(replayed(&replay_dir, &facts)), sorted(on_kafka(&rt, &codec, bootstrap, &facts)));
+    compared.push(format!("job-run-facts.v1: {} runs", want.values().map(Vec::len).sum::<usize>()));
+    failures.extend(differences("job-run-facts.v1", &want, &got));
+    let dead = read_records(bootstrap, &topic("dead-letter.v1"));
+    if !dead.is_empty() {
+        failures.push(format!("{} dead letters on Kafka", dead.len()));
+    }
+    let _ = (a.kill(), b.kill());
+    println!("compared with the replay: {}", compared.join("; "));
+    assert!(failures.is_empty(), "Kafka != replay (seed {seed}):\n{}\n{}", failures.join("\n"), tails());
+    assert_eq!(
+        kills,
+        3,
+        "only {kills} of 3 SIGKILLs hit an open transaction: the test proved less\n{}",
+        tails()
+    );
+    println!("every stage equal to the replay after {:?}", started.elapsed());
+}
