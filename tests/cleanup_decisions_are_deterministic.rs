@@ -28,11 +28,11 @@ use kubefacts::{
     runtime::partitioner::partition_for_key,
 };
 use rdkafka::{
-    ClientConfig, Message, Offset, TopicPartitionList,
+    ClientConfig, TopicPartitionList,
     consumer::{BaseConsumer, Consumer},
 };
 use serde_json::{Value, json};
-use support::{KillOnDrop as Instance, infra, unique_name};
+use support::{KillOnDrop as Instance, infra, is_stopped, unique_name};
 
 const PARTITIONS: i32 = 3;
 /// 2026-11-29T10:00:00Z.
@@ -508,14 +508,6 @@ fn terminate(child: &mut Instance) {
     }
 }
 
-/// Whether a process is stopped (SIGSTOP): state `T` in `/proc/<pid>/stat`.
-fn is_stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
-        .unwrap_or(false)
-}
-
 /// One committed record as read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Rec {
@@ -525,50 +517,13 @@ struct Rec {
     timestamp: Option<i64>,
 }
 
-/// Every committed record of `topic` (read_committed, to the last stable offset) but
-/// forwarded stream time, in partition then offset order.
+/// Every committed record of `topic` but forwarded stream time, in partition then offset
+/// order (offsets left out: they differ between runs).
 fn read_all(bootstrap: &str, topic: &str) -> Vec<Rec> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", unique_name("determinism-read"))
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
-    let partitions = md.topics()[0].partitions().len() as i32;
-    if partitions == 0 {
-        return Vec::new(); // not created yet
-    }
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
-    }
-    consumer.assign(&tpl).unwrap();
-    let (mut out, mut eof) = (Vec::new(), 0);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while eof < partitions {
-        assert!(Instant::now() < deadline, "reading {topic} took over 60 s");
-        match consumer.poll(Duration::from_secs(1)) {
-            // Forwarded stream time (on the run facts) carries no fact.
-            Some(Ok(m)) if support::is_heartbeat(&m) => {}
-            Some(Ok(m)) => out.push((
-                m.offset(),
-                Rec {
-                    partition: m.partition(),
-                    key: m.key().map(<[u8]>::to_vec),
-                    value: m.payload().map(<[u8]>::to_vec),
-                    timestamp: m.timestamp().to_millis(),
-                },
-            )),
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => eof += 1,
-            Some(Err(e)) => panic!("reading {topic}: {e}"),
-            None => {}
-        }
-    }
-    out.sort_by_key(|(offset, r)| (r.partition, *offset));
-    out.into_iter().map(|(_, r)| r).collect()
+    support::read_records(bootstrap, topic)
+        .into_iter()
+        .map(|r| Rec { partition: r.partition, key: r.key, value: r.value, timestamp: r.timestamp })
+        .collect()
 }
 
 fn by_partition(records: &[Rec]) -> BTreeMap<i32, Vec<&Rec>> {

@@ -28,7 +28,9 @@ use kubefacts::codec::{
     json::{Timestamps, to_json},
 };
 use serde_json::Value;
-use support::{KillOnDrop, Stage, all_committed, default_stages, infra, read_records, unique_name};
+use support::{
+    KillOnDrop, Stage, all_committed, default_stages, infra, is_stopped, read_records, unique_name,
+};
 
 const PARTITIONS: &str = "3";
 const HOURS: &str = "4";
@@ -141,14 +143,6 @@ fn finality(windows: &ByKey) -> (usize, usize, usize) {
         }
     }
     (windows.len(), finalized, revised_while_final)
-}
-
-/// Whether a process is stopped (SIGSTOP, at its failpoint).
-fn is_stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
-        .unwrap_or(false)
 }
 
 #[test]

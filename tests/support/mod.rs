@@ -296,42 +296,16 @@ pub struct ReadRecord {
 /// offset order — but forwarded stream time: records with the `kubefacts-heartbeat`
 /// header (no value, no fact) are left out, as every consumer of our outputs leaves them.
 pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<ReadRecord> {
-    use rdkafka::consumer::BaseConsumer;
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("isolation.level", "read_committed")
-        .set("group.id", unique_name("read-topic"))
-        .set("enable.partition.eof", "true")
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("a consumer");
-    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("topic metadata");
-    let partitions = md.topics()[0].partitions().len() as i32;
-    assert!(partitions > 0, "topic {topic} does not exist");
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(topic, p, Offset::Beginning).expect("partition");
-    }
-    consumer.assign(&tpl).expect("assign");
-    let (mut out, mut eof) = (Vec::new(), 0);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while eof < partitions {
-        assert!(std::time::Instant::now() < deadline, "reading {topic} took over 60 s");
-        match consumer.poll(Duration::from_secs(1)) {
-            Some(Ok(m)) if is_heartbeat(&m) => {}
-            Some(Ok(m)) => out.push(ReadRecord {
-                partition: m.partition(),
-                offset: m.offset(),
-                key: m.key().map(<[u8]>::to_vec),
-                value: m.payload().unwrap_or_default().to_vec(),
-            }),
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => eof += 1,
-            Some(Err(e)) => panic!("reading {topic}: {e}"),
-            None => {}
-        }
-    }
-    out.sort_by_key(|r| (r.partition, r.offset));
-    out
+    let records = read_records(bootstrap, topic);
+    records
+        .into_iter()
+        .map(|r| ReadRecord {
+            partition: r.partition,
+            offset: r.offset,
+            key: r.key,
+            value: r.value.unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// One committed record with its value as it is (`None`: a tombstone).
@@ -350,7 +324,7 @@ pub struct Committed {
 }
 
 /// Like [`read_topic`] (committed, heartbeats left out, partition then offset order), but
-/// tombstones stay `None` and timestamps are kept.
+/// tombstones stay `None` and timestamps are kept. Panics when the topic does not exist.
 pub fn read_records(bootstrap: &str, topic: &str) -> Vec<Committed> {
     use rdkafka::consumer::BaseConsumer;
     let consumer: BaseConsumer = ClientConfig::new()
@@ -443,6 +417,14 @@ pub fn default_stages(prefix: &str, app: &str) -> Vec<Stage> {
     .into_iter()
     .map(|(stage, inputs)| Stage { group: format!("{app}-{stage}"), inputs })
     .collect()
+}
+
+/// Whether a process is stopped (SIGSTOP, at a failpoint): state `T` in `/proc/<pid>/stat`.
+pub fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+        .unwrap_or(false)
 }
 
 /// A free loopback port (bound, then released for a child to take).
