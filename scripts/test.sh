@@ -8,7 +8,7 @@
 # runs:
 #   cargo fmt --check
 #   cargo clippy --all-targets -- -D warnings
-#   cargo test --all-targets "$@"
+#   cargo test --all-targets --no-fail-fast "$@"
 # Server logs stay in files under .cache/run/ (listed on failure), not on stdout.
 # Example: ./scripts/test.sh exactly_once -- --nocapture
 set -euo pipefail
@@ -61,7 +61,8 @@ source .cache/k8s/run/env
 step "cargo fmt --check" cargo fmt --check
 step "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
 # Keep cargo's output on the terminal and in a file, to total the results at the end.
+# --no-fail-fast: one red test binary must not hide whether the ones after it pass.
 cargo_test() {
-  cargo test --all-targets "$@" 2>&1 | tee .cache/run/cargo-test.log
+  cargo test --all-targets --no-fail-fast "$@" 2>&1 | tee .cache/run/cargo-test.log
 }
 step "cargo test --all-targets${*:+ $*}" cargo_test "$@"

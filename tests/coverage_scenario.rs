@@ -87,9 +87,9 @@ fn a_silent_stop_fires_and_an_outage_only_goes_manager_stopped() {
     let gap = &stop["coverage_gaps"][0];
     // The gap starts at the last renewal's expiry: within one lease (15 s) after the
     // manager stopped, and is still open at the record.
-    let gap_from = ms(&gap["from"]);
+    let gap_from = ms(&gap["started_at"]);
     assert!(gap_from > outage_from && gap_from <= outage_from + 15_000, "{gap}");
-    assert_eq!(ms(&gap["to"]), at, "open at the record's time");
+    assert_eq!(ms(&gap["ended_at"]), at, "open at the record's time");
     let back = sync.iter().find(|a| ms(&a["stream_time"]) > outage_to).unwrap_or_else(|| panic!("{s:?}"));
     assert_eq!(back["state"], "OK", "after recovery it behaves: {s:?}");
     assert_eq!(s.last().map(String::as_str), Some("OK"));
