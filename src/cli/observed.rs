@@ -70,6 +70,9 @@ pub(super) struct Observed<'a, I> {
     pub last_observed_at_ms: i64,
     /// Rejected entries per `trace: <reason>` / `observe: <reason>`.
     pub rejected: BTreeMap<String, u64>,
+    /// The first line of the entry read last (a trace file's reader keeps it), to name the
+    /// line of an entry that cannot be observed.
+    entry_line: Option<Rc<Cell<usize>>>,
 }
 
 impl<'a, I> Observed<'a, I>
@@ -84,7 +87,32 @@ where
             entries: 0,
             last_observed_at_ms: 0,
             rejected: BTreeMap::new(),
+            entry_line: None,
         }
+    }
+
+    /// Names the trace line of each entry that cannot be observed (`line` is the reader's
+    /// [`TraceReader::entry_line`]).
+    pub(super) fn with_lines(mut self, line: Rc<Cell<usize>>) -> Self {
+        self.entry_line = Some(line);
+        self
+    }
+
+    /// After the whole trace was read: an error (a non-zero exit) if any entry was
+    /// rejected, saying that everything else was `done`, so no script takes a short read
+    /// for a whole one.
+    pub(super) fn all_used(&self, done: &str) -> anyhow::Result<()> {
+        let rejected = self.rejected_total();
+        if rejected == 0 {
+            return Ok(());
+        }
+        let reasons: Vec<String> = self.rejected.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        anyhow::bail!(
+            "{rejected} trace entr{} rejected ({}), each reported above with its line; the other {} entries were {done}",
+            if rejected == 1 { "y was" } else { "ies were" },
+            reasons.join(", "),
+            self.entries
+        )
     }
 
     /// Rejected entries, all reasons.
@@ -139,7 +167,10 @@ where
             match released {
                 Ok(observations) => batch.extend(observations),
                 Err(e) => {
-                    eprintln!("{}: {e}", self.verb);
+                    match &self.entry_line {
+                        Some(line) => eprintln!("{}: line {}: {e}", self.verb, line.get()),
+                        None => eprintln!("{}: {e}", self.verb),
+                    }
                     *self.rejected.entry(format!("observe: {}", e.reason())).or_default() += 1;
                 }
             }

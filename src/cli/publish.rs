@@ -59,7 +59,8 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
     let mut progress = Progress::new("publish", "observations", trace.total_bytes, true);
     let (read_bytes, mut published) = (trace.read_bytes.clone(), 0u64);
-    let mut observed = Observed::new("publish", trace.entries, &mut observer);
+    let lines = trace.entries.entry_line();
+    let mut observed = Observed::new("publish", trace.entries, &mut observer).with_lines(lines);
     for batch in &mut observed {
         for obs in &batch {
             oldest.check(obs)?;
@@ -78,6 +79,7 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         None
     };
     let (entries, rejected) = (observed.entries, observed.rejected_total());
+    let all_used = observed.all_used("published");
     observer.finish();
     publisher.flush().await?;
     progress.finish();
@@ -94,7 +96,7 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     if let Some(line) = finished {
         println!("{line}");
     }
-    Ok(())
+    all_used
 }
 
 /// Refuses observations the broker would delete at once: older than their topic's

@@ -65,7 +65,8 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
         Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
     let mut progress = Progress::new("replay: observing", "observations", trace.total_bytes, true);
     let (read_bytes, mut observations) = (trace.read_bytes.clone(), 0u64);
-    let mut observed = Observed::new("replay", trace.entries, &mut observer);
+    let lines = trace.entries.entry_line();
+    let mut observed = Observed::new("replay", trace.entries, &mut observer).with_lines(lines);
     for batch in &mut observed {
         for obs in &batch {
             inputs.push(obs)?;
@@ -82,6 +83,7 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
         eprintln!("{}", finished_line("replay", &added, &config));
     }
     let (entries, rejected) = (observed.entries, observed.rejected_total());
+    let all_used = observed.all_used("replayed");
     observer.finish();
     progress.finish();
     let observe_secs = started.elapsed().as_secs_f64();
@@ -111,7 +113,7 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
         secs,
         entries as f64 / secs.max(1e-9)
     );
-    Ok(())
+    all_used
 }
 
 /// Writes a topic as JSON lines (`partition`, `offset`, `timestamp`, `key`, `value`),

@@ -63,7 +63,7 @@ fn snapshot_markers_may_name_the_kinds_relisted() {
     let entries = read_all(text);
     let first = entries[0].as_ref().unwrap();
     assert_eq!(first.event, TraceEvent::SnapshotBegin { epoch: 3, kinds: Some(vec!["Pod".into()]) });
-    let again = crate::trace::parse_value(0, first.to_json());
+    let again = crate::trace::parse_value(1, first.to_json());
     assert_eq!(again[0].as_ref().unwrap(), first, "kinds survive writing and reading");
     let e = entries[1].as_ref().unwrap_err().to_string();
     assert!(e.contains("kinds must name"), "{e}");
@@ -95,9 +95,48 @@ fn bad_values_are_reported_and_reading_goes_on() {
             Err("invalid_object"),
             Ok(9),
             Err("syntax"),
+            Ok(10),
         ]
     );
-    assert!(results[0].as_ref().unwrap_err().to_string().contains("trace value 1"));
+    assert!(results[0].as_ref().unwrap_err().to_string().starts_with("line 1: "));
+    assert_eq!(results[7].as_ref().unwrap_err().to_string(), "lines 8..=8: a JSON value that never ends");
+}
+
+#[test]
+fn every_line_is_read_and_each_bad_one_named() {
+    let mut text = Vec::new();
+    text.extend_from_slice(b"{\"type\":\"HEARTBEAT\",\"observed_at\":1}\n");
+    text.extend_from_slice(b"{\"type\":\"HEARTBEAT\",\"observed_at\":\xff}\n");
+    text.extend_from_slice(b"{\"type\": nope}\n");
+    text.extend_from_slice(b"{\"type\":42,\"observed_at\":3}\n");
+    text.extend_from_slice(b"{\"type\":\"HEARTBEAT\",\"observed_at\":-99999999999999999}\n");
+    text.extend_from_slice(b"{\"type\":\"SNAPSHOT_BEGIN\",\"observed_at\":5,\"epoch\":\"two\"}\n");
+    text.extend_from_slice(b"[1, 2]\n");
+    text.extend_from_slice(b"{\n  \"type\": \"HEARTBEAT\",\n  \"observed_at\": 7\n}\n");
+    text.extend_from_slice(b"{\n  \"type\": \"HEARTBEAT\" \"observed_at\": 8\n}\n");
+    text.extend_from_slice(b"{\"type\":\"HEARTBEAT\",\"observed_at\":9}\n");
+    let results: Vec<_> = read(text.as_slice()).collect();
+    let shown: Vec<String> = results
+        .iter()
+        .map(|r| match r {
+            Ok(e) => format!("ok {}", e.observed_at_ms),
+            Err(e) => e.to_string(),
+        })
+        .collect();
+    assert_eq!(shown[0], "ok 1");
+    assert_eq!(shown[1], "line 2: not UTF-8 text (first invalid byte at column 35)");
+    assert!(shown[2].starts_with("line 3: invalid JSON: expected ident at column 11"), "{}", shown[2]);
+    assert_eq!(shown[3], "line 4: field type: expected a string, found the number 42");
+    assert_eq!(
+        shown[4],
+        "line 5: field observed_at: -99999999999999999 ms is outside 1970-01-01T00:00:00Z..=9999-12-31T23:59:59.999Z (epoch milliseconds)"
+    );
+    assert_eq!(shown[5], "line 6: field epoch: expected an integer, found the string \"two\"");
+    assert_eq!(shown[6], "line 7: field (value): expected an object, found a list");
+    assert_eq!(shown[7], "ok 7", "a pretty-printed value over four lines");
+    assert!(shown[8].starts_with("line 13: invalid JSON: expected `,` or `}`"), "{}", shown[8]);
+    assert_eq!(shown[9], "ok 9", "reading goes on after a broken pretty-printed value");
+    assert_eq!(shown.len(), 10);
 }
 
 #[test]
