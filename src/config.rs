@@ -348,6 +348,11 @@ pub struct ProcessConfig {
     pub partitions: i32,
     /// Address of the Prometheus `/metrics` endpoint (`host:port`); unset: no endpoint.
     pub metrics_addr: Option<String>,
+    /// How far, in milliseconds, a record of a source topic may be stamped ahead of the
+    /// watcher heartbeat that follows it on its partition before it is dead-lettered as
+    /// `timestamp_ahead` (it then moves no stream time). Covers clock skew between watcher
+    /// replicas across a leader change; docs/RUNTIME.md, "Time cannot be poisoned".
+    pub max_ahead_of_heartbeat_ms: i64,
     /// The stages, in topological order (a stage reads topics earlier stages write).
     pub stages: Vec<StageConfig>,
 }
@@ -363,6 +368,7 @@ impl Default for ProcessConfig {
             create_topics: false,
             partitions: 3,
             metrics_addr: None,
+            max_ahead_of_heartbeat_ms: 60_000,
             stages: vec![
                 StageConfig {
                     name: None,
@@ -733,6 +739,60 @@ impl PipelineConfig {
 }
 
 impl PipelineConfig {
+    /// The heartbeats that end a finite trace whose last entry was observed at `last_ms`
+    /// the way a quiet cluster does (`publish --finish`, `replay --finish`): one every
+    /// `[watch].heartbeat_interval_ms`, the last at or past the end of `last_ms`'s journal
+    /// window plus grace, so every stage processes every record and every window is final.
+    pub fn finishing_heartbeats(&self, last_ms: i64) -> Vec<crate::trace::TraceEntry> {
+        let interval = i64::try_from(self.watch.heartbeat_interval_ms).unwrap_or(i64::MAX).max(1);
+        let journal = &self.journal;
+        let until = journal.window_start(last_ms) + journal.window_length_ms + journal.grace_ms;
+        let mut at = last_ms;
+        let mut out = Vec::new();
+        while at < until {
+            at = at.saturating_add(interval);
+            out.push(crate::trace::TraceEntry {
+                observed_at_ms: at,
+                event: crate::trace::TraceEvent::Heartbeat,
+            });
+        }
+        out
+    }
+
+    /// How `stage` admits its inputs ([`crate::runtime::admit::InputRules`]): its timed
+    /// source inputs are checked against the heartbeats that follow them, and it writes the
+    /// dead letters of an input only when no earlier stage of `[process].stages` reads the
+    /// same topic (a topic it reads both co-partitioned and whole is dead-lettered by the
+    /// co-partitioned read).
+    pub fn input_rules(&self, stage: &StageConfig) -> crate::runtime::admit::InputRules {
+        let all: Vec<&String> = stage.inputs.iter().chain(&stage.globals).collect();
+        let source = |t: &str| self.topics.role_of(t).is_some_and(|r| r.kind == TopicKind::Input);
+        let checked = (all.iter().enumerate())
+            .filter(|(_, t)| source(t) && !stage.untimed.contains(t))
+            .map(|(i, _)| i)
+            .collect();
+        // A stage run on its own (`process --processor`, not one of `[process].stages`)
+        // owns every input it reads.
+        let listed = self.process.stages.iter().any(|s| s.name() == stage.name());
+        let earlier: Vec<&StageConfig> = match listed {
+            true => self.process.stages.iter().take_while(|s| s.name() != stage.name()).collect(),
+            false => Vec::new(),
+        };
+        let dead_lettered_elsewhere = (all.iter().enumerate())
+            .filter(|(i, t)| {
+                let by_earlier = earlier.iter().any(|s| s.inputs.contains(t) || s.globals.contains(t));
+                let by_own_read = *i >= stage.inputs.len() && stage.inputs.contains(t);
+                by_earlier || by_own_read
+            })
+            .map(|(i, _)| i)
+            .collect();
+        crate::runtime::admit::InputRules {
+            checked,
+            dead_lettered_elsewhere,
+            max_ahead_ms: self.process.max_ahead_of_heartbeat_ms,
+        }
+    }
+
     /// `[cleanup]` and `[cleaner]` in range, and a dependency annotation that reaches `[runs]`:
     /// shipped by the watcher, and read from every partition of the jobs topic.
     fn validate_cleanup(&self, invalid: &dyn Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
@@ -795,6 +855,9 @@ impl ProcessConfig {
             if value == 0 {
                 return Err(invalid(&format!("process.{key}"), "must be at least 1".into()));
             }
+        }
+        if self.max_ahead_of_heartbeat_ms < 0 {
+            return Err(invalid("process.max_ahead_of_heartbeat_ms", "must be 0 or more".into()));
         }
         if let Some(addr) = &self.metrics_addr
             && addr.parse::<std::net::SocketAddr>().is_err()

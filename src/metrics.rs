@@ -63,8 +63,12 @@ use crate::{
 /// Prometheus asks for it first by default.
 pub const CONTENT_TYPE_OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The only path served.
+/// The metrics path.
 pub const METRICS_PATH: &str = "/metrics";
+
+/// The readiness path: 200 while every stage is restored and not waiting for the schema
+/// registry, 503 (saying why) otherwise.
+pub const READY_PATH: &str = "/readyz";
 
 /// A client must send its request headers within this time (bounds idle sockets).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -134,6 +138,26 @@ impl Metrics {
     /// scrape, at 0 until something is counted, so alerts need not handle absent series.
     pub fn add_watcher(&mut self, stats: Arc<WatchStats>) {
         *self.watcher.stats.write().unwrap_or_else(PoisonError::into_inner) = Some(stats);
+    }
+
+    /// Why the process is not ready, if it is not: a stage restoring its state or waiting
+    /// for the schema registry.
+    pub fn not_ready(&self) -> Option<String> {
+        let stages = self.stages.stages.read().unwrap_or_else(PoisonError::into_inner);
+        let why: Vec<String> = stages
+            .iter()
+            .filter_map(|s| {
+                let st = &s.stats;
+                if st.retrying.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                    Some(format!("stage {} waits for the schema registry", s.name))
+                } else if st.restoring_tasks.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                    Some(format!("stage {} is restoring its state", s.name))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        (!why.is_empty()).then(|| why.join("; "))
     }
 
     /// The OpenMetrics text exposition, ending in `# EOF`.
@@ -226,6 +250,14 @@ impl Collector for StageCollector {
         let help = "Tasks whose state stores are being restored now.";
         family_of(&mut e, &stages, "restoring_tasks", help, None, |s| {
             ConstGauge::new(load(&s.restoring_tasks))
+        })?;
+        let help = "Admissions retried because the schema registry did not answer (the record \
+                    waits; it is never dead-lettered for it).";
+        family_of(&mut e, &stages, "registry_retries", help, None, |s| ConstCounter::new(load(&s.retries)))?;
+        let help = "1 while a record waits for the schema registry to answer (the stage is not \
+                    ready: /readyz answers 503).";
+        family_of(&mut e, &stages, "waiting_for_registry", help, None, |s| {
+            ConstGauge::new(load(&s.retrying).min(1))
         })?;
         let help = "Input records assigned but not yet consumed, per assigned partition (refreshed \
                     every few seconds).";
@@ -492,8 +524,17 @@ async fn connection(stream: TcpStream, metrics: Arc<Metrics>, mut stop: watch::R
 }
 
 fn respond(metrics: &Metrics, method: &Method, path: &str) -> Response<Full<Bytes>> {
+    if path == READY_PATH {
+        return match metrics.not_ready() {
+            None => text(StatusCode::OK, "ready\n".to_owned()),
+            Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
+        };
+    }
     if path != METRICS_PATH {
-        return text(StatusCode::NOT_FOUND, "not found: metrics are at /metrics\n".to_owned());
+        return text(
+            StatusCode::NOT_FOUND,
+            "not found: metrics are at /metrics, readiness at /readyz\n".to_owned(),
+        );
     }
     if method != Method::GET {
         let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "only GET is allowed\n".to_owned());
@@ -718,7 +759,7 @@ mod tests {
         metrics.add_stage("runs", stats()); // replaces, does not duplicate
         let out = metrics.encode();
         let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE ")).collect();
-        assert_eq!(types.len(), 11, "{out}");
+        assert_eq!(types.len(), 13, "{out}");
         assert_eq!(types.iter().collect::<BTreeSet<_>>().len(), types.len(), "{out}");
         assert!(out.lines().all(|l| l.starts_with('#') || !l.is_empty()));
         assert_eq!(out.matches("kubefacts_records_in_total{").count(), 3, "{out}");
@@ -947,7 +988,7 @@ mod tests {
         assert_eq!(sample(&out, "kubefacts_watch_terms_total", "").as_deref(), Some("2"), "{out}");
         assert_eq!(out.matches("kubefacts_watch_terms_total ").count(), 1, "{out}");
         let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE ")).collect();
-        assert_eq!(types.len(), 11 + 11, "{out}");
+        assert_eq!(types.len(), 13 + 11, "{out}");
         assert_eq!(types.iter().collect::<BTreeSet<_>>().len(), types.len(), "{out}");
         assert!(out.ends_with("# EOF\n"), "{out}");
     }

@@ -183,7 +183,7 @@ fn demo_reports_a_broken_trace_instead_of_hiding_it() {
         .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("trace value 2: unsupported object v1/Secret"), "{stderr}");
+    assert!(stderr.contains("demo: line 2: unsupported object v1/Secret"), "{stderr}");
     assert!(stdout.contains("trace: unsupported_kind: 1"), "{stdout}");
 }
 

@@ -29,12 +29,21 @@ pub fn observe(
 ) -> Observed {
     let mut inputs = MemInputs::new(codec, &config.topics, partitions).unwrap();
     let mut observer = observer(config);
-    for entry in entries {
+    let mut last_ms = None;
+    let mut admit = |observer: &mut Observer, entry: TraceEntry| {
         for released in observer.admit(entry) {
             for obs in released.expect("the simulator writes only valid entries") {
                 inputs.push(&obs).unwrap();
             }
         }
+    };
+    for entry in entries {
+        last_ms = Some(entry.observed_at_ms);
+        admit(&mut observer, entry);
+    }
+    // As `publish --finish` ends the trace on the broker: the same records in memory.
+    for entry in last_ms.map(|at| config.finishing_heartbeats(at)).unwrap_or_default() {
+        admit(&mut observer, entry);
     }
     observer.finish();
     let (mut records, mut value_bytes) = (0, 0);

@@ -191,20 +191,10 @@ pub struct FinishArgs {
     pub finish: bool,
 }
 
-/// The heartbeats `--finish` adds after a trace whose last entry was observed at `last_ms`:
-/// one every heartbeat interval, the last at or past the end of `last_ms`'s journal window
-/// plus grace.
+/// The heartbeats `--finish` adds after a trace whose last entry was observed at `last_ms`
+/// ([`crate::config::PipelineConfig::finishing_heartbeats`]).
 pub(super) fn finishing_heartbeats(last_ms: i64, config: &crate::config::PipelineConfig) -> Vec<TraceEntry> {
-    let interval = i64::try_from(config.watch.heartbeat_interval_ms).unwrap_or(i64::MAX).max(1);
-    let journal = &config.journal;
-    let until = journal.window_start(last_ms) + journal.window_length_ms + journal.grace_ms;
-    let mut at = last_ms;
-    let mut out = Vec::new();
-    while at < until {
-        at = at.saturating_add(interval);
-        out.push(TraceEntry { observed_at_ms: at, event: trace::TraceEvent::Heartbeat });
-    }
-    out
+    config.finishing_heartbeats(last_ms)
 }
 
 /// What `--finish` added, for the verb's summary line.

@@ -141,6 +141,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         runtime.globals = stage.globals.clone();
         runtime.untimed = stage.untimed.clone();
         runtime.outputs = stage.outputs.clone();
+        runtime.rules = pipeline.input_rules(stage);
         runtime.dead_letter = dead_letter.clone();
         runtime.max_batch_records = settings.max_batch_records;
         runtime.commit_interval_ms = settings.commit_interval_ms;

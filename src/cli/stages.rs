@@ -162,7 +162,8 @@ impl ProcessorName {
             .filter(|(_, t)| stage_config.untimed.contains(t))
             .map(|(i, _)| i)
             .collect();
-        let reads = StageInputs { inputs, globals, untimed: &untimed };
+        let rules = settings.input_rules(stage_config);
+        let reads = StageInputs { inputs, globals, untimed: &untimed, rules: &rules };
         let run = match self {
             Self::Probe => driver::run_stage(stage, codec, reads, topics, Probe::for_task).await,
             Self::ProbeRekey => driver::run_stage(stage, codec, reads, topics, |_| ProbeRekey::new()).await,
@@ -263,6 +264,7 @@ pub async fn run_all_in_memory(
                 value: Some(dl_writer.encode(letter)?),
                 timestamp_ms: letter.source_timestamp.unwrap_or(0),
                 heartbeat: false,
+                beat: false,
                 writer: crate::runtime::Writer::SOLE,
             };
             dl.append(letter.source_partition % dl.partition_count(), record);

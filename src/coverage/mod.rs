@@ -33,7 +33,7 @@ use crate::{
     journal::model::{JobRun, OwnerKind, RunResult},
     observe::{CronJobObservation, LeaseObservation, ObservationEvent},
     runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime, admit,
         store::{KvStore, StateStore},
     },
 };
@@ -189,6 +189,14 @@ impl DecodeInput for CoverageInput {
             1 => CoverageInput::CronJob(Box::new(codec.decode_as(bytes).await?)),
             _ => CoverageInput::Lease(Box::new(codec.decode_as(bytes).await?)),
         })
+    }
+
+    fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
+        match self {
+            CoverageInput::Run(_) => Ok(()),
+            CoverageInput::CronJob(o) => admit::cronjob_shape(o).check(key, time_header),
+            CoverageInput::Lease(o) => admit::lease_shape(o).check(key, time_header),
+        }
     }
 }
 

@@ -42,7 +42,7 @@ use crate::{
     },
     runtime::{
         DecodeInput, KvStore, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StateStore,
-        StreamTime,
+        StreamTime, admit,
     },
 };
 
@@ -91,6 +91,13 @@ impl DecodeInput for RunsInput {
             1 => RunsInput::Pod(codec.decode_direct(bytes).await?),
             _ => RunsInput::AnyJob(codec.decode_direct(bytes).await?),
         })
+    }
+
+    fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
+        match self {
+            RunsInput::Job(o) | RunsInput::AnyJob(o) => admit::job_shape(o).check(key, time_header),
+            RunsInput::Pod(o) => admit::pod_shape(o).check(key, time_header),
+        }
     }
 }
 

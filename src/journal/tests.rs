@@ -457,6 +457,7 @@ async fn the_same_run_twice_changes_no_window() {
             value: None,
             timestamp_ms: T0 + 20 * MIN,
             heartbeat: true,
+            beat: false,
             writer: crate::runtime::Writer::SOLE,
         });
     }

@@ -24,6 +24,19 @@
 //! An **untimed** lane (an input whose producers send no stream time) never holds the
 //! others back: its records are released in order with everything else once the timed
 //! lanes allow it, and an empty untimed lane blocks nothing.
+//!
+//! **Time cannot be poisoned.** A record that the runtime could not use ([`Mark::Void`]:
+//! undecodable, invalid for its topic) carries no time: it sorts at its writer's time so
+//! far and moves no bound, so a wrong timestamp on a bad record neither holds its lane back
+//! nor lets it jump. On a **checked** lane (a source topic the watcher heartbeats) a record
+//! may be at most `max_ahead_ms` ahead of the heartbeat that follows it — what the watcher
+//! stamps before a heartbeat was observed before it. A record within that bound of the
+//! lane's last heartbeat goes at once; one beyond it is held, with everything after it on
+//! its lane, until a heartbeat judges it: one no more than `max_ahead_ms` ahead of the
+//! heartbeat after it (or within the bound of the last) is accepted, and every record held
+//! before it that is further ahead of it is released as [`Verdict::Ahead`] — carrying no
+//! time, for the runtime to dead-letter. After an outage the first records are far ahead
+//! of the last heartbeat and simply wait for the watcher's next two heartbeats.
 
 use std::collections::VecDeque;
 
@@ -80,14 +93,39 @@ pub enum Mark {
     /// millisecond one millisecond later). Processors take it as time only, so like
     /// [`Mark::Forwarded`] it changes nothing once stream time has reached it.
     Through,
+    /// A record the runtime cannot use (it is dead-lettered): it carries no time, so it
+    /// sorts at its writer's time so far and shows nothing.
+    Void,
+}
+
+impl Mark {
+    /// A heartbeat: it changes nothing once stream time has reached it, wherever it goes
+    /// among records of its own time.
+    fn is_time_only(self) -> bool {
+        matches!(self, Self::Forwarded | Self::Through)
+    }
+}
+
+/// What the gate says of a released record's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Its time is plausible: process it (or, pushed [`Mark::Void`], dead-letter it).
+    Use,
+    /// More than `max_ahead_ms` ahead of the heartbeat after it on a checked lane: it
+    /// carried no time and must be dead-lettered (`timestamp_ahead`).
+    Ahead,
 }
 
 /// One buffered record.
 #[derive(Debug)]
 struct Entry<T> {
+    /// Where it sorts: its timestamp, or for a record that carries no time its writer's
+    /// time so far.
+    key_ms: i64,
     timestamp_ms: i64,
     offset: i64,
     mark: Mark,
+    verdict: Verdict,
     item: T,
 }
 
@@ -95,8 +133,13 @@ struct Entry<T> {
 #[derive(Debug)]
 struct Sub<T> {
     queue: VecDeque<Entry<T>>,
+    /// Records of a checked lane waiting for a heartbeat to judge them (not in `queue`
+    /// yet, so they show nothing).
+    held: VecDeque<Entry<T>>,
     /// The highest timestamp this writer has shown on the lane (buffered or released).
     bound: Option<i64>,
+    /// On a checked lane: the time of the last heartbeat accepted.
+    heartbeat: Option<i64>,
     /// Records at lower offsets were released before this task was restored: read again,
     /// they are dropped.
     next_offset: i64,
@@ -104,13 +147,69 @@ struct Sub<T> {
 
 impl<T> Default for Sub<T> {
     fn default() -> Self {
-        Self { queue: VecDeque::new(), bound: None, next_offset: 0 }
+        Self { queue: VecDeque::new(), held: VecDeque::new(), bound: None, heartbeat: None, next_offset: 0 }
+    }
+}
+
+impl<T> Sub<T> {
+    /// Makes `entry` visible to the merge: a record that carries no time sorts at the
+    /// writer's time so far; any other shows its time.
+    fn enqueue(&mut self, mut entry: Entry<T>) {
+        if entry.mark == Mark::Void || entry.verdict == Verdict::Ahead {
+            entry.key_ms = self.bound.unwrap_or(i64::MIN);
+        } else {
+            // Through a heartbeat's time: the writer's next record is later.
+            let ts = entry.timestamp_ms;
+            let shown = if entry.mark == Mark::Through { ts.saturating_add(1) } else { ts };
+            self.bound = Some(self.bound.map_or(shown, |b| b.max(shown)));
+        }
+        self.queue.push_back(entry);
+    }
+
+    /// Judges what is held by the first heartbeat that can be accepted (see the module
+    /// docs), as often as one can.
+    fn resolve(&mut self, max_ahead_ms: i64) {
+        loop {
+            let beats: Vec<usize> = (self.held.iter().enumerate())
+                .filter(|(_, e)| e.mark == Mark::Through)
+                .map(|(i, _)| i)
+                .collect();
+            let mut judge = None;
+            for (k, &i) in beats.iter().enumerate() {
+                let ts = self.held[i].timestamp_ms;
+                if self.heartbeat.is_some_and(|h| ts <= h.saturating_add(max_ahead_ms)) {
+                    judge = Some(i);
+                    break;
+                }
+                match beats.get(k + 1) {
+                    Some(&j) if ts <= self.held[j].timestamp_ms.saturating_add(max_ahead_ms) => {
+                        judge = Some(i);
+                        break;
+                    }
+                    // Ahead of the heartbeat after it: judged as a record by a later one.
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+            let Some(i) = judge else { return };
+            let at = self.held[i].timestamp_ms;
+            let limit = at.saturating_add(max_ahead_ms);
+            for mut entry in self.held.drain(..=i).collect::<Vec<_>>() {
+                if entry.mark != Mark::Void && entry.timestamp_ms > limit {
+                    entry.verdict = Verdict::Ahead;
+                }
+                self.enqueue(entry);
+            }
+            self.heartbeat = Some(at);
+        }
     }
 }
 
 #[derive(Debug)]
 struct Lane<T> {
     timed: bool,
+    /// Whether records are judged by the heartbeats that follow them (module docs).
+    checked: bool,
     /// Writers expected: the `tasks` of the latest record (1 for a source topic).
     tasks: u32,
     /// One per writer task.
@@ -128,6 +227,8 @@ pub struct Released<T> {
     pub timestamp_ms: i64,
     /// Its offset in the lane's partition.
     pub offset: i64,
+    /// Whether its time was plausible.
+    pub verdict: Verdict,
     /// What was pushed.
     pub item: T,
 }
@@ -144,14 +245,51 @@ pub struct Gate<T> {
     lanes: Vec<Lane<T>>,
     /// Nothing more will arrive (the in-memory driver: every lane is complete).
     closed: bool,
+    /// How far ahead of the heartbeat after it a record of a checked lane may be.
+    max_ahead_ms: i64,
     len: usize,
 }
 
 impl<T> Gate<T> {
     /// A gate over lanes, each timed (`true`) or untimed.
     pub fn new(timed: impl IntoIterator<Item = bool>) -> Self {
-        let lanes = timed.into_iter().map(|timed| Lane { timed, tasks: 1, subs: Vec::new() }).collect();
-        Self { lanes, closed: false, len: 0 }
+        let lanes = (timed.into_iter())
+            .map(|timed| Lane { timed, checked: false, tasks: 1, subs: Vec::new() })
+            .collect();
+        Self { lanes, closed: false, max_ahead_ms: i64::MAX, len: 0 }
+    }
+
+    /// Checks the lanes flagged `true` (one flag per lane): their records are judged by
+    /// the heartbeats that follow them, at most `max_ahead_ms` ahead (module docs).
+    pub fn checking(mut self, checked: impl IntoIterator<Item = bool>, max_ahead_ms: i64) -> Self {
+        for (lane, checked) in self.lanes.iter_mut().zip(checked) {
+            lane.checked = checked;
+        }
+        self.max_ahead_ms = max_ahead_ms.max(0);
+        self
+    }
+
+    /// Seeds a checked lane's writer from a restored task: the last heartbeat it accepted.
+    pub fn resume_heartbeat(&mut self, lane: usize, writer: Writer, at_ms: i64) {
+        let sub = sub_mut(&mut self.lanes[lane], writer.task);
+        sub.heartbeat = Some(sub.heartbeat.map_or(at_ms, |h| h.max(at_ms)));
+    }
+
+    /// Whether `lane`'s writer `task` holds records for a heartbeat to judge and shows none
+    /// yet (the in-memory driver then feeds it more).
+    pub fn holds(&self, lane: usize, task: u32) -> bool {
+        let subs = &self.lanes[lane].subs;
+        subs.get(task as usize).is_some_and(|s| s.queue.is_empty() && !s.held.is_empty())
+    }
+
+    /// The end of `lane`'s records of writer `task` (a finite input): what is held, with no
+    /// heartbeat after it to judge it, is accepted.
+    pub fn end(&mut self, lane: usize, task: u32) {
+        if let Some(sub) = self.lanes[lane].subs.get_mut(task as usize) {
+            while let Some(entry) = sub.held.pop_front() {
+                sub.enqueue(entry);
+            }
+        }
     }
 
     /// Declares every lane complete: nothing more will be pushed, so the buffered records
@@ -174,17 +312,33 @@ impl<T> Gate<T> {
     /// drops it) when it was released before the task was restored.
     pub fn push(&mut self, lane: usize, writer: Writer, at: (i64, i64), mark: Mark, item: T) -> bool {
         let (timestamp_ms, offset) = at;
+        let max_ahead_ms = self.max_ahead_ms;
         let lane = &mut self.lanes[lane];
         lane.tasks = writer.tasks;
+        let checked = lane.checked;
         let sub = sub_mut(lane, writer.task);
         if offset < sub.next_offset {
             return false;
         }
-        // Through a heartbeat's time: the writer's next record is later.
-        let shown = if mark == Mark::Through { timestamp_ms.saturating_add(1) } else { timestamp_ms };
-        sub.bound = Some(sub.bound.map_or(shown, |b| b.max(shown)));
-        sub.queue.push_back(Entry { timestamp_ms, offset, mark, item });
         self.len += 1;
+        let entry = Entry { key_ms: timestamp_ms, timestamp_ms, offset, mark, verdict: Verdict::Use, item };
+        if !checked {
+            sub.enqueue(entry);
+            return true;
+        }
+        let within = mark == Mark::Void
+            || sub.heartbeat.is_some_and(|h| timestamp_ms <= h.saturating_add(max_ahead_ms));
+        if sub.held.is_empty() && within {
+            if mark == Mark::Through {
+                sub.heartbeat = Some(timestamp_ms.max(sub.heartbeat.unwrap_or(i64::MIN)));
+            }
+            sub.enqueue(entry);
+            return true;
+        }
+        sub.held.push_back(entry);
+        if mark == Mark::Through {
+            sub.resolve(max_ahead_ms);
+        }
         true
     }
 
@@ -199,7 +353,7 @@ impl<T> Gate<T> {
         for (l, lane) in self.lanes.iter().enumerate() {
             for (t, sub) in lane.subs.iter().enumerate() {
                 if let Some(head) = sub.queue.front() {
-                    let key = (head.timestamp_ms, l, t as u32);
+                    let key = (head.key_ms, l, t as u32);
                     if best.is_none_or(|(b, _)| key < b) {
                         best = Some((key, head.mark));
                     }
@@ -207,7 +361,7 @@ impl<T> Gate<T> {
             }
         }
         let (candidate, mark) = best?;
-        let inert = mark != Mark::Record && stream_time.is_some_and(|now| candidate.0 <= now);
+        let inert = mark.is_time_only() && stream_time.is_some_and(|now| candidate.0 <= now);
         if !self.closed && !inert && self.blocked(candidate) {
             return None;
         }
@@ -221,6 +375,7 @@ impl<T> Gate<T> {
             writer: Writer { task: t, tasks },
             timestamp_ms: entry.timestamp_ms,
             offset: entry.offset,
+            verdict: entry.verdict,
             item: entry.item,
         })
     }
@@ -243,18 +398,18 @@ impl<T> Gate<T> {
     /// highest timestamp it has shown, `None` when not heard from). Empty when something
     /// can be released or nothing is buffered.
     pub fn waiting(&self, stream_time: Option<i64>) -> Option<(HeadKey, Vec<Holding>)> {
-        let head = self
-            .lanes
-            .iter()
-            .enumerate()
-            .flat_map(|(l, lane)| {
-                lane.subs.iter().enumerate().filter_map(move |(t, sub)| {
-                    sub.queue.front().map(|h| ((h.timestamp_ms, l, t as u32), h.mark))
+        let head =
+            self.lanes
+                .iter()
+                .enumerate()
+                .flat_map(|(l, lane)| {
+                    lane.subs.iter().enumerate().filter_map(move |(t, sub)| {
+                        sub.queue.front().map(|h| ((h.key_ms, l, t as u32), h.mark))
+                    })
                 })
-            })
-            .min_by_key(|(k, _)| *k)?;
+                .min_by_key(|(k, _)| *k)?;
         let (candidate, mark) = head;
-        if self.closed || (mark != Mark::Record && stream_time.is_some_and(|now| candidate.0 <= now)) {
+        if self.closed || (mark.is_time_only() && stream_time.is_some_and(|now| candidate.0 <= now)) {
             return None;
         }
         let mut holding = Vec::new();
@@ -288,9 +443,27 @@ impl<T> Gate<T> {
         Some(low)
     }
 
-    /// The lowest offset still buffered on `lane` (offsets below it were all released).
+    /// The lowest offset still buffered on `lane`, held ones included (offsets below it
+    /// were all released).
     pub fn first_offset(&self, lane: usize) -> Option<i64> {
-        self.lanes[lane].subs.iter().filter_map(|s| s.queue.front().map(|e| e.offset)).min()
+        (self.lanes[lane].subs.iter())
+            .filter_map(|s| s.queue.front().or(s.held.front()).map(|e| e.offset))
+            .min()
+    }
+
+    /// Whether [`Gate::pop`] would release something now.
+    pub fn ready(&self, stream_time: Option<i64>) -> bool {
+        let best = (self.lanes.iter().enumerate())
+            .flat_map(|(l, lane)| {
+                lane.subs
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(t, sub)| sub.queue.front().map(|h| ((h.key_ms, l, t as u32), h.mark)))
+            })
+            .min_by_key(|(k, _)| *k);
+        let Some((candidate, mark)) = best else { return false };
+        let inert = mark.is_time_only() && stream_time.is_some_and(|now| candidate.0 <= now);
+        self.closed || inert || !self.blocked(candidate)
     }
 
     /// Records buffered.
@@ -485,5 +658,87 @@ mod tests {
         assert_eq!(g.watermark(), None, "task 1 of lane 0 has shown nothing");
         g.close();
         assert_eq!(drain(&mut g), ["s", "a"], "a closed gate releases the rest in order");
+    }
+
+    fn drain_verdicts<T>(g: &mut Gate<T>) -> Vec<(T, Verdict)> {
+        std::iter::from_fn(|| g.pop(None).map(|r| (r.item, r.verdict))).collect()
+    }
+
+    #[test]
+    fn a_record_far_ahead_of_the_next_heartbeat_carries_no_time() {
+        // Lane 0 starts with a record stamped far ahead (a bad clock), then its good trace.
+        let mut g = Gate::new([true, true]).checking([true, true], 100);
+        g.push(0, Writer::SOLE, (3_000, 0), Mark::Record, "bad");
+        g.push(0, Writer::SOLE, (10, 1), Mark::Record, "a10");
+        g.push(0, Writer::SOLE, (20, 2), Mark::Through, "a-beat20");
+        g.push(1, Writer::SOLE, (15, 0), Mark::Record, "b15");
+        g.push(1, Writer::SOLE, (20, 1), Mark::Through, "b-beat20");
+        assert_eq!(g.pop(None), None, "no heartbeat of lane 0 is confirmed yet: all of it is held");
+        assert_eq!(g.first_offset(0), Some(0), "held records are still buffered");
+        g.push(0, Writer::SOLE, (30, 3), Mark::Through, "a-beat30");
+        g.push(1, Writer::SOLE, (30, 2), Mark::Through, "b-beat30");
+        let out = drain_verdicts(&mut g);
+        assert_eq!(out[0], ("bad", Verdict::Ahead), "released at once, as no time");
+        let rest: Vec<_> = out[1..].iter().map(|(i, v)| (*i, *v)).collect();
+        assert_eq!(
+            rest,
+            [
+                ("a10", Verdict::Use),
+                ("b15", Verdict::Use),
+                ("a-beat20", Verdict::Use),
+                ("b-beat20", Verdict::Use),
+                ("a-beat30", Verdict::Use),
+                ("b-beat30", Verdict::Use)
+            ],
+            "the good trace in merge order, not behind the bad record"
+        );
+    }
+
+    #[test]
+    fn after_an_outage_records_wait_for_the_next_heartbeats_and_pass() {
+        let mut g = Gate::new([true]).checking([true], 100);
+        g.resume_heartbeat(0, Writer::SOLE, 20);
+        g.push(0, Writer::SOLE, (25, 0), Mark::Record, "r25");
+        assert_eq!(drain_verdicts(&mut g), [("r25", Verdict::Use)], "within the bound: at once");
+        g.push(0, Writer::SOLE, (5_000, 1), Mark::Record, "relist");
+        g.push(0, Writer::SOLE, (5_010, 2), Mark::Through, "beat");
+        assert_eq!(g.pop(None), None, "the first heartbeat after the outage waits for the next");
+        assert!(g.holds(0, 0));
+        g.push(0, Writer::SOLE, (5_020, 3), Mark::Through, "beat2");
+        assert_eq!(
+            drain_verdicts(&mut g),
+            [("relist", Verdict::Use), ("beat", Verdict::Use), ("beat2", Verdict::Use)]
+        );
+    }
+
+    #[test]
+    fn a_heartbeat_far_ahead_is_judged_by_the_one_after_it() {
+        let mut g = Gate::new([true]).checking([true], 100);
+        g.push(0, Writer::SOLE, (20, 0), Mark::Through, "beat20");
+        g.push(0, Writer::SOLE, (9_000, 1), Mark::Through, "bogus");
+        g.push(0, Writer::SOLE, (25, 2), Mark::Record, "r25");
+        g.push(0, Writer::SOLE, (30, 3), Mark::Through, "beat30");
+        g.end(0, 0);
+        g.close();
+        let out = drain_verdicts(&mut g);
+        assert!(out.contains(&("bogus", Verdict::Ahead)), "{out:?}");
+        assert!(out.contains(&("r25", Verdict::Use)) && out.contains(&("beat30", Verdict::Use)), "{out:?}");
+    }
+
+    #[test]
+    fn a_void_record_neither_waits_nor_moves_time() {
+        let mut g = Gate::new([true, true]).checking([true, true], 100);
+        g.resume_heartbeat(0, Writer::SOLE, 10);
+        g.resume_heartbeat(1, Writer::SOLE, 10);
+        g.push(0, Writer::SOLE, (20, 0), Mark::Through, "a-beat");
+        g.push(1, Writer::SOLE, (20, 0), Mark::Through, "b-beat");
+        assert_eq!(drain(&mut g), ["a-beat", "b-beat"]);
+        // Garbage stamped far ahead on lane 0, then lane 0's next record.
+        g.push(0, Writer::SOLE, (1_000_000, 1), Mark::Void, "garbage");
+        g.push(0, Writer::SOLE, (25, 2), Mark::Record, "a25");
+        assert_eq!(drain(&mut g), ["garbage"], "sorted at lane 0's time so far, not its own");
+        assert_eq!(g.watermark(), Some(21), "and it showed no time");
+        g.push(1, Writer::SOLE, (26, 1), Mark::Record, "b26");
+        assert_eq!(drain(&mut g), ["a25"]);
     }
 }

@@ -35,6 +35,26 @@ pub struct DeadLetter {
     pub processor: String,
     /// The task's stream time then.
     pub stream_time: Option<i64>,
+    /// Whether `source_value` is only a prefix (the whole did not fit; revision 3).
+    pub source_value_truncated: bool,
+    /// The original value's size in bytes (revision 3).
+    pub source_value_size: Option<i64>,
+    /// Lowercase hex SHA-256 of the whole original value (revision 3).
+    pub source_value_sha256: Option<String>,
+}
+
+/// What a dead letter takes besides the value: its fields, the key and the framing, with
+/// room to spare (the fields are bounded: names, a reason code, an error text).
+const ENVELOPE_ALLOWANCE_BYTES: usize = 16 * 1024;
+
+/// The largest record the runtime's producer sends (librdkafka's `message.max.bytes`
+/// default, 1 000 000), less a record batch's overhead: a dead letter never exceeds it.
+pub const DEFAULT_MAX_BYTES: usize = 1_000_000 - 1_024;
+
+/// The largest dead-letter value to write to a topic whose `max.message.bytes` is
+/// `topic_limit` (when it could be read).
+pub fn max_bytes(topic_limit: Option<usize>) -> usize {
+    topic_limit.map_or(DEFAULT_MAX_BYTES, |t| t.saturating_sub(1_024).min(DEFAULT_MAX_BYTES))
 }
 
 impl DeadLetter {
@@ -51,6 +71,14 @@ impl DeadLetter {
         Self::new(source, error.reason(), error.to_string())
     }
 
+    /// A dead letter for a record stamped too far ahead of the heartbeat after it (it
+    /// carried no time).
+    pub fn ahead(source: Source<'_>) -> Self {
+        let detail = "stamped more than [process].max_ahead_of_heartbeat_ms ahead of the watcher heartbeat \
+                      that follows it on its partition: its time is implausible, so it moved no stream time";
+        Self::new(source, "timestamp_ahead", detail.into())
+    }
+
     /// A dead letter with an explicit reason.
     pub fn new(source: Source<'_>, reason: &str, detail: String) -> Self {
         Self {
@@ -65,8 +93,35 @@ impl DeadLetter {
             detail,
             processor: source.processor.to_owned(),
             stream_time: source.stream_time,
+            source_value_truncated: false,
+            source_value_size: source.value.map(|v| v.len() as i64),
+            source_value_sha256: source.value.map(sha256_hex),
         }
     }
+
+    /// This dead letter within `max_bytes` (the dead-letter topic's record limit): a value
+    /// that would not fit keeps a prefix — its size and digest say what the whole was, and
+    /// the source topic, partition and offset still hold it. A dead letter that cannot be
+    /// written would stop its partition for good.
+    pub fn fitting(&self, max_bytes: usize) -> std::borrow::Cow<'_, Self> {
+        let key = self.source_key.as_ref().map_or(0, Vec::len);
+        let detail = self.detail.len();
+        let room = max_bytes.saturating_sub(ENVELOPE_ALLOWANCE_BYTES + key + detail);
+        match &self.source_value {
+            Some(v) if v.len() > room => {
+                let mut cut = self.clone();
+                cut.source_value = Some(v[..room].to_vec());
+                cut.source_value_truncated = true;
+                std::borrow::Cow::Owned(cut)
+            }
+            _ => std::borrow::Cow::Borrowed(self),
+        }
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Where a rejected record came from.
@@ -171,5 +226,36 @@ mod tests {
         let back: DeadLetter = codec.decode_as(&bytes).await.unwrap();
         assert_eq!(back, dl);
         assert_eq!(back.source_value.as_deref(), Some(&bad[..]), "the original bytes, whole");
+        assert_eq!(back.fitting(DEFAULT_MAX_BYTES).as_ref(), &dl, "a small one fits as it is");
+    }
+
+    #[tokio::test]
+    async fn a_value_too_large_keeps_a_prefix_its_size_and_digest() {
+        let codec = Codec::new(None).unwrap();
+        let known = codec.schemas().current(FULL_NAME).unwrap();
+        let writer =
+            RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint }).unwrap();
+        let big = vec![7u8; 1_040_000];
+        let source = Source {
+            topic: "kubefacts.cronjobs.v1",
+            partition: 0,
+            offset: 9,
+            timestamp_ms: Some(1),
+            key: Some(b"k"),
+            value: Some(&big),
+            processor: "coverage",
+            stream_time: None,
+        };
+        let dl = DeadLetter::new(source, "invalid_datum", "no".into());
+        let max = 1_000_000;
+        let fitted = dl.fitting(max);
+        let bytes = writer.encode(fitted.as_ref()).unwrap();
+        assert!(bytes.len() <= max, "{} bytes", bytes.len());
+        let back: DeadLetter = codec.decode_as(&bytes).await.unwrap();
+        assert!(back.source_value_truncated);
+        assert_eq!(back.source_value_size, Some(1_040_000));
+        assert_eq!(back.source_value.as_deref(), Some(&big[..back.source_value.as_ref().unwrap().len()]));
+        assert_eq!(back.source_value_sha256.as_deref().map(str::len), Some(64));
+        assert_eq!(back.source_value_sha256, dl.source_value_sha256, "the digest of the whole value");
     }
 }

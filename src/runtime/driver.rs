@@ -12,13 +12,14 @@
 use thiserror::Error;
 
 use super::{
-    clock::{Gate, Mark, Writer},
+    admit::{self, Admitted, Envelope, InputRules},
+    clock::{Gate, Mark, Verdict, Writer},
     deadletter::{DeadLetter, Source},
     partitioner::partition_for_key,
-    processor::{DecodeInput, OutputRecord, Outputs, Processor, RecordMeta},
+    processor::{OutputRecord, Outputs, Processor, RecordMeta},
     task::Task,
 };
-use crate::codec::{Codec, RecordWriter};
+use crate::codec::{Codec, CodecError, RecordWriter};
 
 /// One record as a topic partition holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,8 +30,10 @@ pub struct LogRecord {
     pub value: Option<Vec<u8>>,
     /// Timestamp, epoch ms.
     pub timestamp_ms: i64,
-    /// Whether the record carries the heartbeat header (stream time only).
+    /// Whether the record is forwarded stream time: the heartbeat header and no value.
     pub heartbeat: bool,
+    /// Whether it carries the heartbeat header with a value: a watcher heartbeat.
+    pub beat: bool,
     /// Who wrote it: the upstream task for a stage's output ([`Writer::SOLE`] otherwise).
     pub writer: Writer,
 }
@@ -69,9 +72,37 @@ impl MemTopic {
         timestamp_ms: i64,
         heartbeat: bool,
     ) {
-        let record =
-            LogRecord { key: key.map(<[u8]>::to_vec), value, timestamp_ms, heartbeat, writer: Writer::SOLE };
-        match key {
+        let record = LogRecord {
+            key: key.map(<[u8]>::to_vec),
+            value,
+            timestamp_ms,
+            heartbeat,
+            beat: false,
+            writer: Writer::SOLE,
+        };
+        self.produce_record(record);
+    }
+
+    /// Appends forwarded stream time at `timestamp_ms` to every partition, as an upstream
+    /// stage writes it (the heartbeat key, no value).
+    pub fn forward_time(&mut self, timestamp_ms: i64) {
+        for p in 0..self.partition_count() {
+            let key = Some(super::HEARTBEAT_KEY.to_vec());
+            let record = LogRecord {
+                key,
+                value: None,
+                timestamp_ms,
+                heartbeat: true,
+                beat: false,
+                writer: Writer::SOLE,
+            };
+            self.append(p, record);
+        }
+    }
+
+    /// Appends `record` to its key's partition, or to every partition when keyless.
+    pub fn produce_record(&mut self, record: LogRecord) {
+        match record.key.as_deref() {
             Some(k) => self.append(partition_for_key(k, self.partition_count()), record),
             None => (0..self.partition_count()).for_each(|p| self.append(p, record.clone())),
         }
@@ -125,7 +156,15 @@ impl MemInputs {
         let (_, writer, log) =
             self.topics.iter_mut().find(|(t, _, _)| *t == obs.topic).expect("every input topic");
         let bytes = obs.record.encode(writer)?;
-        log.produce(obs.key.as_deref().map(str::as_bytes), Some(bytes), obs.record.observed_at(), false);
+        log.produce_record(LogRecord {
+            key: obs.key.as_deref().map(|k| k.as_bytes().to_vec()),
+            value: Some(bytes),
+            timestamp_ms: obs.record.observed_at(),
+            heartbeat: false,
+            // As the publisher marks it: a watcher heartbeat carries the heartbeat header.
+            beat: obs.record.event() == crate::observe::ObservationEvent::Heartbeat,
+            writer: Writer::SOLE,
+        });
         Ok(())
     }
 
@@ -157,6 +196,20 @@ pub enum DriverError {
         ports: usize,
         /// Topics given.
         topics: usize,
+    },
+    /// A record could not be judged: the schema registry did not answer (on Kafka the
+    /// runtime waits and retries; a run in memory stops rather than dead-letter it).
+    #[error("input {input}, partition {partition}, offset {offset}: {source}")]
+    Retriable {
+        /// Input index.
+        input: usize,
+        /// Partition.
+        partition: i32,
+        /// Offset.
+        offset: i64,
+        /// The registry error.
+        #[source]
+        source: CodecError,
     },
 }
 
@@ -219,7 +272,9 @@ where
     P: Processor,
     F: FnMut(i32) -> P,
 {
-    run_stage(processor_name, codec, StageInputs { inputs, globals, untimed: &[] }, outputs, make).await
+    let rules = InputRules::default();
+    let stage = StageInputs { inputs, globals, untimed: &[], rules: &rules };
+    run_stage(processor_name, codec, stage, outputs, make).await
 }
 
 /// What one stage reads in memory.
@@ -232,6 +287,8 @@ pub struct StageInputs<'a> {
     /// Indexes of co-partitioned inputs whose producers send no stream time: they never hold
     /// the task's time back (docs/RUNTIME.md, "Stream time").
     pub untimed: &'a [usize],
+    /// How each input is admitted: checked against heartbeats, dead-lettered here or not.
+    pub rules: &'a InputRules,
 }
 
 /// How many records a task processes between two takes of its store changes: the
@@ -252,7 +309,7 @@ where
     P: Processor,
     F: FnMut(i32) -> P,
 {
-    let StageInputs { inputs, globals, untimed } = stage;
+    let StageInputs { inputs, globals, untimed, rules } = stage;
     let partitions = inputs.first().map_or(1, |t| t.partition_count());
     if inputs.iter().any(|t| t.partition_count() != partitions) {
         let counts =
@@ -305,7 +362,7 @@ where
         // the gate its next record once the last one left — the same order as buffering
         // whole partitions, without a large buffer per lane and task, whose allocation and
         // release showed in the profile.
-        let subs: Vec<(usize, Vec<u32>)> = lanes
+        let subs: Vec<(usize, u32, Vec<u32>)> = lanes
             .iter()
             .enumerate()
             .flat_map(|(lane, (_, topic, q))| {
@@ -314,32 +371,35 @@ where
                 for (offset, rec) in topic.partitions[*q as usize].iter().enumerate() {
                     by_task.entry(rec.writer.task).or_default().push(offset as u32);
                 }
-                by_task.into_values().map(move |offsets| (lane, offsets))
+                by_task.into_iter().map(move |(task, offsets)| (lane, task, offsets))
             })
             .collect();
-        let mut gate = Gate::new(lanes.iter().map(|(input, _, _)| !untimed.contains(input)));
+        let checked = lanes.iter().map(|(input, _, _)| rules.checked.contains(input));
+        let mut gate = Gate::new(lanes.iter().map(|(input, _, _)| !untimed.contains(input)))
+            .checking(checked, rules.max_ahead_ms);
         // Everything each lane will ever hold is here: release in merge order.
         gate.close();
         let mut next = vec![0usize; subs.len()];
-        let feed = |gate: &mut Gate<usize>, next: &mut [usize], sub: usize| {
-            let (lane, offsets) = &subs[sub];
-            if let Some(&offset) = offsets.get(next[sub]) {
-                let (_, topic, q) = lanes[*lane];
-                let rec = &topic.partitions[q as usize][offset as usize];
-                let mark = if rec.heartbeat { Mark::Forwarded } else { Mark::Record };
-                gate.push(*lane, rec.writer, (rec.timestamp_ms, i64::from(offset)), mark, sub);
-                next[sub] += 1;
-            }
-        };
-        (0..subs.len()).for_each(|sub| feed(&mut gate, &mut next, sub));
+        let feeding = Feeding { codec, lanes: &lanes, subs: &subs };
+        for sub in 0..subs.len() {
+            feeding.feed(&mut gate, &mut next, sub).await?;
+        }
         let mut since_changes = 0;
         while let Some(released) = gate.pop(task.stream_time()) {
-            feed(&mut gate, &mut next, released.item);
+            let (sub, admitted) = released.item;
+            feeding.feed(&mut gate, &mut next, sub).await?;
             let (input, topic, q) = lanes[released.lane];
             let rec = &topic.partitions[q as usize][released.offset as usize];
             run.records_in += 1;
             let at = Position { input, partition: q, offset: released.offset, writer: released.writer };
-            step(processor_name, codec, &mut task, topic, at, rec, &mut run.dead_letters).await;
+            let global = input >= inputs.len();
+            let letters = rules.writes_dead_letter(input, global, q, partition, partitions);
+            let used = matches!(admitted, Admitted::Use(_)) && released.verdict == Verdict::Use;
+            if rec.beat && used && rules.checked.contains(&input) {
+                task.note_heartbeat(input, q, rec.timestamp_ms);
+            }
+            let record = Stepped { topic, at, rec, admitted, verdict: released.verdict, letters };
+            step(processor_name, &mut task, record, &mut run.dead_letters);
             for out in task.take_outputs() {
                 route(&mut out_topics, out, Writer::new(partition, partitions));
             }
@@ -352,6 +412,7 @@ where
                         value,
                         timestamp_ms: rec.timestamp_ms,
                         heartbeat: false,
+                        beat: false,
                         writer: Writer::SOLE,
                     };
                     changelogs[store].append(partition, change);
@@ -377,6 +438,63 @@ where
     Ok(run)
 }
 
+/// What feeds a task's gate: its lanes and their sub-lanes, admitting each record as it
+/// enters (so a record nothing can use enters carrying no time).
+struct Feeding<'a> {
+    codec: &'a Codec,
+    lanes: &'a [(usize, &'a MemTopic, i32)],
+    subs: &'a [(usize, u32, Vec<u32>)],
+}
+
+impl Feeding<'_> {
+    /// Feeds sub-lane `sub` its next record — and more while the gate holds them for a
+    /// heartbeat to judge — or, at its end, tells the gate so.
+    async fn feed<I: crate::runtime::DecodeInput>(
+        &self,
+        gate: &mut Gate<(usize, Admitted<I>)>,
+        next: &mut [usize],
+        sub: usize,
+    ) -> Result<(), DriverError> {
+        let (lane, task, offsets) = &self.subs[sub];
+        loop {
+            let Some(&offset) = offsets.get(next[sub]) else {
+                gate.end(*lane, *task);
+                return Ok(());
+            };
+            let (input, topic, q) = self.lanes[*lane];
+            let rec = &topic.partitions[q as usize][offset as usize];
+            let env = Envelope {
+                input,
+                key: rec.key.as_deref(),
+                value: rec.value.as_deref(),
+                timestamp_ms: Some(rec.timestamp_ms),
+                time_header: rec.heartbeat || rec.beat,
+                writer: Some(rec.writer),
+            };
+            let admitted = admit::admit::<I>(self.codec, env).await;
+            if let Admitted::Retry(source) = admitted {
+                return Err(DriverError::Retriable {
+                    input,
+                    partition: q,
+                    offset: i64::from(offset),
+                    source,
+                });
+            }
+            let mark = match &admitted {
+                Admitted::Retry(_) | Admitted::Reject { .. } => Mark::Void,
+                Admitted::Time => Mark::Forwarded,
+                Admitted::Use(_) if rec.beat => Mark::Through,
+                Admitted::Use(_) => Mark::Record,
+            };
+            gate.push(*lane, rec.writer, (rec.timestamp_ms, i64::from(offset)), mark, (sub, admitted));
+            next[sub] += 1;
+            if !gate.holds(*lane, *task) {
+                return Ok(());
+            }
+        }
+    }
+}
+
 /// Where a record sits: its input, partition, offset and writer.
 #[derive(Debug, Clone, Copy)]
 struct Position {
@@ -386,15 +504,24 @@ struct Position {
     writer: Writer,
 }
 
-async fn step<P: Processor>(
-    processor_name: &str,
-    codec: &Codec,
-    task: &mut Task<P>,
-    topic: &MemTopic,
+/// A released record and what admission and the gate said of it.
+struct Stepped<'a, I> {
+    topic: &'a MemTopic,
     at: Position,
-    rec: &LogRecord,
+    rec: &'a LogRecord,
+    admitted: Admitted<I>,
+    verdict: Verdict,
+    /// Whether this task writes its dead letter ([`InputRules::writes_dead_letter`]).
+    letters: bool,
+}
+
+fn step<P: Processor>(
+    processor_name: &str,
+    task: &mut Task<P>,
+    record: Stepped<'_, P::Input>,
     dead_letters: &mut Vec<DeadLetter>,
 ) {
+    let Stepped { topic, at, rec, admitted, verdict, letters } = record;
     let Position { input, partition, offset, writer } = at;
     let meta = RecordMeta {
         input,
@@ -405,10 +532,6 @@ async fn step<P: Processor>(
         key: rec.key.clone(),
         traceparent: None,
     };
-    if rec.heartbeat {
-        task.advance(&meta);
-        return;
-    }
     let source = Source {
         topic: &topic.name,
         partition,
@@ -419,25 +542,26 @@ async fn step<P: Processor>(
         processor: processor_name,
         stream_time: task.stream_time(),
     };
-    let Some(value) = rec.value.as_deref() else {
-        dead_letters.push(DeadLetter::new(
-            source,
-            "null_value",
-            "a record with a null value and no heartbeat header".into(),
-        ));
-        task.skip(&meta);
-        return;
-    };
-    let decoded = match P::Input::decode(input, codec, value).await {
-        Ok(d) => d,
-        Err(e) => {
-            dead_letters.push(DeadLetter::undecodable(source, &e));
-            task.undecodable(&meta);
-            return;
+    match (verdict, admitted) {
+        (Verdict::Ahead, _) => {
+            if letters {
+                dead_letters.push(DeadLetter::ahead(source));
+            }
+            task.skip(&meta);
         }
-    };
-    if let Err(e) = task.process(decoded, &meta) {
-        dead_letters.push(DeadLetter::new(source, e.reason, e.detail));
+        (_, Admitted::Time) => task.advance(&meta),
+        (_, Admitted::Reject { reason, detail }) => {
+            if letters {
+                dead_letters.push(DeadLetter::new(source, reason, detail));
+            }
+            task.undecodable(&meta);
+        }
+        (_, Admitted::Retry(_)) => unreachable!("the driver stops at a retriable record"),
+        (_, Admitted::Use(decoded)) => {
+            if let Err(e) = task.process(decoded, &meta) {
+                dead_letters.push(DeadLetter::new(source, e.reason, e.detail));
+            }
+        }
     }
 }
 
@@ -448,6 +572,7 @@ fn route(topics: &mut [MemTopic], out: OutputRecord, writer: Writer) {
         value: out.value,
         timestamp_ms: out.timestamp_ms,
         heartbeat: out.heartbeat,
+        beat: false,
         writer,
     };
     let partition = out.partition.unwrap_or_else(|| {

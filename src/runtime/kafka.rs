@@ -40,10 +40,11 @@ use tokio::runtime::Handle;
 
 use super::{
     HEARTBEAT_HEADER,
-    clock::{Gate, Mark, WRITER_HEADER, Writer},
+    admit::{self, Admitted, Envelope, InputRules},
+    clock::{Gate, Mark, Verdict, WRITER_HEADER, Writer},
     deadletter::{self, DeadLetter, Source},
     partitioner::partition_for_key,
-    processor::{DecodeInput, OutputPort, OutputRecord, Outputs, Processor, RecordMeta},
+    processor::{OutputPort, OutputRecord, Outputs, Processor, RecordMeta},
     task::Task,
 };
 use crate::{
@@ -74,6 +75,9 @@ pub struct RuntimeConfig {
     pub untimed: Vec<String>,
     /// Output topics, one per output port.
     pub outputs: Vec<String>,
+    /// How each input is admitted: checked against heartbeats, dead-lettered here or not
+    /// ([`crate::config::PipelineConfig::input_rules`]).
+    pub rules: InputRules,
     /// The dead-letter topic.
     pub dead_letter: String,
     /// Most records taken into one transaction.
@@ -151,6 +155,7 @@ impl RuntimeConfig {
             globals: Vec::new(),
             untimed: Vec::new(),
             outputs: Vec::new(),
+            rules: InputRules::default(),
             dead_letter: format!("{application_id}.dead-letter.v1"),
             max_batch_records: 10_000,
             commit_interval_ms: 100,
@@ -234,8 +239,12 @@ pub struct RuntimeStats {
     pub records_in: AtomicU64,
     /// Output records produced (forwarded heartbeats included).
     pub records_out: AtomicU64,
-    /// Records dead-lettered.
+    /// Records dead-lettered (in committed transactions).
     pub dead_lettered: AtomicU64,
+    /// Admissions retried because the schema registry did not answer.
+    pub retries: AtomicU64,
+    /// Non-zero while a record waits for the registry (a gauge: the stage is not ready).
+    pub retrying: AtomicU64,
     /// Transactions committed.
     pub commits: AtomicU64,
     /// Transactions aborted.
@@ -443,8 +452,8 @@ fn pairs(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
     tpl.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect()
 }
 
-/// A record taken from the consumer, waiting in its task's gate.
-struct Pending {
+/// A record taken from the consumer, admitted, waiting in its task's gate.
+struct Pending<I> {
     input: usize,
     partition: i32,
     offset: i64,
@@ -461,16 +470,32 @@ struct Pending {
     /// The record's `traceparent` header, kept only when it is valid: forwarded as is when
     /// no span is exported, parsed into the `process` span's parent when one is.
     traceparent: Option<String>,
+    /// What admission said of it.
+    admitted: Admitted<I>,
 }
 
-impl Pending {
+/// A message's envelope as admission reads it, with what the gate and spans need.
+struct Read {
+    input: usize,
+    partition: i32,
+    offset: i64,
+    timestamp_ms: Option<i64>,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    time_header: bool,
+    /// `None`: a writer header that does not parse.
+    writer: Option<Writer>,
+    traceparent: Option<String>,
+}
+
+impl Read {
     fn from_message(input: usize, m: &BorrowedMessage<'_>) -> Self {
-        let (mut time_header, mut traceparent, mut writer) = (false, None, Writer::SOLE);
+        let (mut time_header, mut traceparent, mut writer) = (false, None, Some(Writer::SOLE));
         for h in m.headers().iter().flat_map(|h| h.iter()) {
             if h.key == HEARTBEAT_HEADER {
                 time_header = true;
             } else if h.key == WRITER_HEADER {
-                writer = h.value.and_then(Writer::parse).unwrap_or(Writer::SOLE);
+                writer = h.value.and_then(Writer::parse);
             } else if h.key == telemetry::TRACEPARENT {
                 traceparent = h
                     .value
@@ -483,25 +508,105 @@ impl Pending {
             input,
             partition: m.partition(),
             offset: m.offset(),
-            timestamp_ms: m.timestamp().to_millis().unwrap_or(0),
+            timestamp_ms: m.timestamp().to_millis(),
             key: m.key().map(<[u8]>::to_vec),
             value: m.payload().map(<[u8]>::to_vec),
-            heartbeat: time_header && m.payload().is_none(),
-            mark: match (time_header, m.payload().is_some()) {
-                (true, false) => Mark::Forwarded,
-                (true, true) => Mark::Through,
-                (false, _) => Mark::Record,
-            },
+            time_header,
             writer,
             traceparent,
         }
     }
+
+    fn envelope(&self) -> Envelope<'_> {
+        Envelope {
+            input: self.input,
+            key: self.key.as_deref(),
+            value: self.value.as_deref(),
+            timestamp_ms: self.timestamp_ms,
+            time_header: self.time_header,
+            writer: self.writer,
+        }
+    }
+
+    /// The record, admitted: what the gate merges it as follows from what admission said.
+    fn into_pending<I>(self, admitted: Admitted<I>) -> Pending<I> {
+        let mark = match &admitted {
+            Admitted::Use(_) if self.time_header => Mark::Through,
+            Admitted::Use(_) => Mark::Record,
+            Admitted::Time => Mark::Forwarded,
+            Admitted::Reject { .. } | Admitted::Retry(_) => Mark::Void,
+        };
+        Pending {
+            input: self.input,
+            partition: self.partition,
+            offset: self.offset,
+            timestamp_ms: self.timestamp_ms.unwrap_or(0),
+            key: self.key,
+            value: self.value,
+            heartbeat: matches!(admitted, Admitted::Time),
+            mark,
+            writer: self.writer.unwrap_or(Writer::SOLE),
+            traceparent: self.traceparent,
+            admitted,
+        }
+    }
 }
 
-struct TaskSlot<P> {
+/// Admits a record, waiting while the schema registry does not answer (the same bytes
+/// may decode later: they are never dead-lettered for it). Returns `None` when `stop` is
+/// set meanwhile. No transaction is open here; the wait is visible as
+/// `kubefacts_runtime_retrying` and on `/readyz`.
+fn admit_waiting<I: super::DecodeInput>(
+    codec: &Codec,
+    handle: &Handle,
+    read: &Read,
+    stats: &RuntimeStats,
+    stop: &AtomicBool,
+) -> Option<Admitted<I>> {
+    let mut backoff = Duration::from_millis(100);
+    let mut waiting = false;
+    let admitted = loop {
+        match handle.block_on(admit::admit::<I>(codec, read.envelope())) {
+            Admitted::Retry(e) => {
+                if !waiting {
+                    waiting = true;
+                    stats.retrying.fetch_add(1, Ordering::Relaxed);
+                }
+                stats.retries.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    error = %e, input = read.input, partition = read.partition, offset = read.offset,
+                    retry_in_ms = backoff.as_millis() as u64,
+                    "the schema registry did not answer: waiting, then admitting the record again"
+                );
+                let until = Instant::now() + backoff;
+                while Instant::now() < until {
+                    if stop.load(Ordering::Relaxed) {
+                        stats.retrying.fetch_sub(1, Ordering::Relaxed);
+                        return None;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+            other => break other,
+        }
+    };
+    if waiting {
+        stats.retrying.fetch_sub(1, Ordering::Relaxed);
+        tracing::info!(
+            input = read.input,
+            partition = read.partition,
+            offset = read.offset,
+            "the schema registry answers again"
+        );
+    }
+    Some(admitted)
+}
+
+struct TaskSlot<P: Processor> {
     task: Task<P>,
     /// The task's lanes, merged (docs/RUNTIME.md, "Stream time").
-    gate: Gate<Pending>,
+    gate: Gate<Pending<P::Input>>,
     /// Per co-partitioned input: the offset after the last record read from it (`None`
     /// before the first); what is committed when nothing of it is buffered.
     read_next: Vec<Option<i64>>,
@@ -512,7 +617,7 @@ struct TaskSlot<P> {
     committed: Vec<Option<i64>>,
 }
 
-impl<P> TaskSlot<P> {
+impl<P: Processor> TaskSlot<P> {
     /// What to commit per co-partitioned input: the lowest offset still buffered (a
     /// multi-writer partition is released out of offset order; its writers' positions in
     /// the task's stream-time store say what above it was processed), else the consumer's
@@ -534,12 +639,8 @@ impl<P> TaskSlot<P> {
 
     /// Whether a transaction has something to do: a record to release, or an offset to
     /// move past records that need no processing.
-    fn has_work(&self, position: impl Fn(usize) -> Option<i64>) -> bool
-    where
-        P: Processor,
-    {
-        (!self.gate.is_empty() && self.gate.waiting(self.task.stream_time()).is_none())
-            || self.commit_offsets(position) != self.committed
+    fn has_work(&self, position: impl Fn(usize) -> Option<i64>) -> bool {
+        self.gate.ready(self.task.stream_time()) || self.commit_offsets(position) != self.committed
     }
 }
 
@@ -552,6 +653,8 @@ struct Lanes {
     globals: Vec<(usize, i32)>,
     /// Whether each lane is timed (untimed: a co-partitioned input declared so).
     timed: Vec<bool>,
+    /// Whether each lane is checked against the heartbeats that follow its records.
+    checked: Vec<bool>,
 }
 
 impl Lanes {
@@ -588,6 +691,14 @@ where
     let output_partitions: Vec<i32> =
         cfg.outputs.iter().map(|t| partition_count(t)).collect::<Result<_, _>>()?;
     let dead_letter_partitions = partition_count(&cfg.dead_letter)?.max(1);
+    // Every dead letter fits the topic: one that could not be written would abort its
+    // transaction again and again, and its partition would never move.
+    let dead_letter_max_bytes = {
+        let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+            client_config(cfg).create().map_err(kafka("creating an admin client"))?;
+        let limit = handle.block_on(super::topics::max_message_bytes(&admin, &cfg.dead_letter));
+        deadletter::max_bytes(limit.ok().flatten())
+    };
     // The stage's tasks: one per partition of its co-partitioned inputs. Outputs name their
     // task and this count, so a downstream task knows whom to wait for.
     let task_count = match cfg.inputs.first() {
@@ -595,11 +706,14 @@ where
         None => 1,
     };
     let timed = cfg.inputs.iter().map(|t| !cfg.untimed.contains(t)).collect();
-    let mut lanes = Lanes { inputs: cfg.inputs.len(), globals: Vec::new(), timed };
+    let checked = (0..cfg.inputs.len()).map(|i| cfg.rules.checked.contains(&i)).collect();
+    let mut lanes = Lanes { inputs: cfg.inputs.len(), globals: Vec::new(), timed, checked };
     for (g, topic) in cfg.globals.iter().enumerate() {
         let n = partition_count(topic)?;
-        lanes.globals.extend((0..n).map(|q| (cfg.inputs.len() + g, q)));
+        let input = cfg.inputs.len() + g;
+        lanes.globals.extend((0..n).map(|q| (input, q)));
         lanes.timed.extend((0..n).map(|_| true));
+        lanes.checked.extend((0..n).map(|_| cfg.rules.checked.contains(&input)));
     }
     let forward = OutputPort::forwarding(ports);
     let writers = |codec: &Codec| -> Result<Vec<RecordWriter>, CodecError> {
@@ -695,7 +809,11 @@ where
                     let Some(&input) = input_index.get(m.topic()) else { continue };
                     match tasks.get_mut(&m.partition()) {
                         Some(slot) => {
-                            let p = Pending::from_message(input, &m);
+                            let read = Read::from_message(input, &m);
+                            let Some(admitted) = admit_waiting(codec, handle, &read, stats, stop) else {
+                                break;
+                            };
+                            let p = read.into_pending(admitted);
                             slot.read_next[input] = Some(p.offset + 1);
                             // A record processed before a restore is read again and dropped.
                             if slot.gate.push(input, p.writer, (p.timestamp_ms, p.offset), p.mark, p) {
@@ -716,12 +834,14 @@ where
             // Only the task's own records fill a batch: counting global ones starved them
             // (a batch of 30 took 1 own record and 29 global).
             if !factory.lanes.globals.is_empty() {
+                let admission = (codec, handle, stats, stop);
                 take_globals(
                     &global_consumer,
                     &mut tasks,
                     &factory.lanes,
                     &global_index,
                     cfg.max_batch_records,
+                    admission,
                 );
             }
         }
@@ -757,7 +877,11 @@ where
         for (&partition, slot) in tasks.iter_mut() {
             let writer = Writer::new(partition, task_count).header_value();
             while let Some(released) = slot.gate.pop(slot.task.stream_time()) {
-                let rec = released.item;
+                let verdict = released.verdict;
+                let lane = released.lane;
+                let mut rec = released.item;
+                // Taken: the decoded record moves into the processor.
+                let admitted = std::mem::replace(&mut rec.admitted, Admitted::Time);
                 records_in[rec.input] += 1;
                 // Global records are read outside the consumer group.
                 let group = (rec.input < factory.lanes.inputs).then_some(group_id.as_str());
@@ -766,13 +890,25 @@ where
                 // exporter the upstream context unchanged (the trace still connects).
                 let own = span.as_ref().and_then(|span| telemetry::traceparent(span.span_context()));
                 let traceparent = own.as_deref().or(rec.traceparent.as_deref());
-                let stepped = step(cfg, codec, handle, &mut slot.task, &all_topics, &rec, traceparent);
-                if let Some((reason, dl)) = stepped {
+                let global = rec.input >= factory.lanes.inputs;
+                let letters =
+                    cfg.rules.writes_dead_letter(rec.input, global, rec.partition, partition, task_count);
+                if factory.lanes.checked[lane]
+                    && rec.mark == Mark::Through
+                    && verdict == Verdict::Use
+                    && matches!(admitted, Admitted::Use(_))
+                {
+                    slot.task.note_heartbeat(rec.input, rec.partition, rec.timestamp_ms);
+                }
+                let judged = (admitted, verdict);
+                let stepped = step(cfg, &mut slot.task, &all_topics, &rec, judged, traceparent)
+                    .filter(|(_, _, own)| *own || letters);
+                if let Some((reason, dl, _)) = stepped {
                     if let Some(span) = &mut span {
                         span.set_status(Status::error(reason));
                     }
                     *dead_letters.entry(reason).or_default() += 1;
-                    let value = dead_letter_writer.encode(&dl)?;
+                    let value = dead_letter_writer.encode(&dl.fitting(dead_letter_max_bytes))?;
                     let p = partition % dead_letter_partitions;
                     if let Err(e) = send(
                         &producer,
@@ -828,9 +964,6 @@ where
         for (topic, n) in cfg.outputs.iter().zip(records_out).filter(|(_, n)| *n > 0) {
             stats.count_out(topic, n);
         }
-        for (reason, n) in dead_letters {
-            stats.count_dead_letters(reason, n);
-        }
         let result = match failed {
             Some(e) => Err(e),
             None => {
@@ -842,6 +975,10 @@ where
             Ok(()) => {
                 stats.commits.fetch_add(1, Ordering::Relaxed);
                 stats.add_events(counted);
+                // Counted once committed: an aborted attempt wrote none.
+                for (reason, n) in dead_letters {
+                    stats.count_dead_letters(reason, n);
+                }
                 for (p, slot) in tasks.iter_mut() {
                     slot.committed = slot.commit_offsets(at(*p));
                 }
@@ -966,17 +1103,17 @@ fn fenced_or(e: KafkaError, transactional_id: &str, context: &'static str) -> Ru
     }
 }
 
-/// Decodes and processes one record; returns a dead letter, with its bounded reason code,
-/// if it could not be used.
+/// Processes one released record as admission and the gate judged it; returns a dead
+/// letter, with its bounded reason code, if it could not be used, and whether the processor
+/// itself refused it (its own outcome: written by whichever task met it).
 fn step<P: Processor>(
     cfg: &RuntimeConfig,
-    codec: &Codec,
-    handle: &Handle,
     task: &mut Task<P>,
     topics: &[&str],
-    rec: &Pending,
+    rec: &Pending<P::Input>,
+    (admitted, verdict): (Admitted<P::Input>, Verdict),
     traceparent: Option<&str>,
-) -> Option<(&'static str, DeadLetter)> {
+) -> Option<(&'static str, DeadLetter, bool)> {
     let partition = rec.partition;
     let meta = RecordMeta {
         input: rec.input,
@@ -987,10 +1124,6 @@ fn step<P: Processor>(
         key: rec.key.clone(),
         traceparent: traceparent.map(str::to_owned),
     };
-    if rec.heartbeat {
-        task.advance(&meta);
-        return None;
-    }
     let source = Source {
         topic: topics[rec.input],
         partition,
@@ -1001,19 +1134,29 @@ fn step<P: Processor>(
         processor: &cfg.processor,
         stream_time: task.stream_time(),
     };
-    let Some(value) = rec.value.as_deref() else {
-        task.skip(&meta);
-        let detail = "a record with a null value and no heartbeat header".into();
-        return Some(("null_value", DeadLetter::new(source, "null_value", detail)));
-    };
-    let decoded = match handle.block_on(P::Input::decode(rec.input, codec, value)) {
-        Ok(d) => d,
-        Err(e) => {
-            task.undecodable(&meta);
-            return Some((e.reason(), DeadLetter::undecodable(source, &e)));
+    match (verdict, admitted) {
+        (Verdict::Ahead, _) => {
+            task.skip(&meta);
+            Some(("timestamp_ahead", DeadLetter::ahead(source), false))
         }
-    };
-    task.process(decoded, &meta).err().map(|e| (e.reason, DeadLetter::new(source, e.reason, e.detail)))
+        (_, Admitted::Time) => {
+            task.advance(&meta);
+            None
+        }
+        (_, Admitted::Reject { reason, detail }) => {
+            task.undecodable(&meta);
+            Some((reason, DeadLetter::new(source, reason, detail), false))
+        }
+        (_, Admitted::Retry(e)) => {
+            // Never pushed: admission waits for the registry. Kept total all the same.
+            task.skip(&meta);
+            Some((e.reason(), DeadLetter::undecodable(source, &e), false))
+        }
+        (_, Admitted::Use(decoded)) => task
+            .process(decoded, &meta)
+            .err()
+            .map(|e| (e.reason, DeadLetter::new(source, e.reason, e.detail), true)),
+    }
 }
 
 /// Hands global records to every task that has not buffered or processed them yet.
@@ -1023,6 +1166,7 @@ fn take_globals<P: Processor>(
     lanes: &Lanes,
     global_index: &HashMap<&str, usize>,
     max: usize,
+    (codec, handle, stats, stop): (&Codec, &Handle, &RuntimeStats, &AtomicBool),
 ) -> usize {
     let mut taken = 0;
     while taken < max {
@@ -1030,9 +1174,25 @@ fn take_globals<P: Processor>(
             Some(Ok(m)) => {
                 let Some(&input) = global_index.get(m.topic()) else { continue };
                 let Some(gl) = lanes.global_lane(input, m.partition()) else { continue };
+                if tasks.values().all(|slot| m.offset() < slot.lane_next[gl]) {
+                    continue;
+                }
+                // Admitted once for every task that reads it.
+                let read = Read::from_message(input, &m);
+                let Some(admitted) = admit_waiting::<P::Input>(codec, handle, &read, stats, stop) else {
+                    break;
+                };
                 for slot in tasks.values_mut() {
                     if m.offset() >= slot.lane_next[gl] {
-                        let p = Pending::from_message(input, &m);
+                        let again = match &admitted {
+                            Admitted::Use(i) => Admitted::Use(i.clone()),
+                            Admitted::Time => Admitted::Time,
+                            Admitted::Reject { reason, detail } => {
+                                Admitted::Reject { reason, detail: detail.clone() }
+                            }
+                            Admitted::Retry(_) => unreachable!("admission waited for the registry"),
+                        };
+                        let p = Read::from_message(input, &m).into_pending(again);
                         slot.gate.push(lanes.inputs + gl, p.writer, (p.timestamp_ms, p.offset), p.mark, p);
                         slot.lane_next[gl] = m.offset() + 1;
                     }
@@ -1106,7 +1266,12 @@ fn headers(heartbeat: bool, writer: Option<&str>, traceparent: Option<&str>) -> 
 /// The `process` span (kind consumer) of one input record: a child of the record's
 /// `traceparent` context when it has one, with the messaging attributes of
 /// docs/TRACING.md.
-fn process_span(tracer: &BoxedTracer, topics: &[&str], group: Option<&str>, rec: &Pending) -> BoxedSpan {
+fn process_span<I>(
+    tracer: &BoxedTracer,
+    topics: &[&str],
+    group: Option<&str>,
+    rec: &Pending<I>,
+) -> BoxedSpan {
     let parent = match rec.traceparent.as_deref().and_then(|t| telemetry::parse_traceparent(t.as_bytes())) {
         Some(sc) => Context::new().with_remote_span_context(sc),
         None => Context::new(),
@@ -1410,11 +1575,23 @@ where
             .map(|task| {
                 let lane_next =
                     lanes.globals.iter().map(|&(input, q)| task.global_position(input, q)).collect();
-                let mut gate = Gate::new(lanes.timed.iter().copied());
+                let mut gate = Gate::new(lanes.timed.iter().copied())
+                    .checking(lanes.checked.iter().copied(), cfg.rules.max_ahead_ms);
                 // Multi-writer lanes go on where the restored state stands (their partitions
                 // are processed out of offset order: the committed offset is not enough).
                 for p in task.lane_positions() {
                     gate.resume(p.input, p.writer, p.next_offset, p.bound);
+                }
+                // Checked lanes judge their next records against the last heartbeat taken.
+                for (input, q, at) in task.lane_heartbeats() {
+                    let lane = if input < lanes.inputs {
+                        Some(input)
+                    } else {
+                        lanes.global_lane(input, q).map(|gl| lanes.inputs + gl)
+                    };
+                    if let Some(lane) = lane {
+                        gate.resume_heartbeat(lane, Writer::SOLE, at);
+                    }
                 }
                 let (read_next, committed) = (vec![None; lanes.inputs], vec![None; lanes.inputs]);
                 let slot = TaskSlot { task, gate, read_next, lane_next, committed };

@@ -17,6 +17,7 @@
 //! * [`deadletter`]: the dead-letter record.
 //! * [`probe`]: a trivial counting processor for the runtime's own tests and benchmark.
 
+pub mod admit;
 pub mod clock;
 pub mod deadletter;
 pub mod driver;

@@ -35,13 +35,21 @@ pub struct RecordMeta {
 pub const MAX_LINKS: usize = 128;
 
 /// Decodes the raw value of one input record into a processor's input type.
-pub trait DecodeInput: Sized + Send {
+/// (`Clone`: a global input's record is decoded once for every task that reads it.)
+pub trait DecodeInput: Sized + Send + Clone {
     /// Decodes a record value of input `input` (the processor's input index).
     fn decode(
         input: usize,
         codec: &Codec,
         bytes: &[u8],
     ) -> impl Future<Output = Result<Self, CodecError>> + Send;
+
+    /// Whether the decoded record keeps its topic's contract, given its key and whether it
+    /// carries the heartbeat header ([`super::admit::ObservationShape`] for observations).
+    /// A record that does not is dead-lettered with the reason, carrying no time.
+    fn check(&self, _key: Option<&[u8]>, _time_header: bool) -> Result<(), ProcessError> {
+        Ok(())
+    }
 }
 
 /// A processor rejected a record it could decode (semantically invalid): the runtime

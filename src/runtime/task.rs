@@ -54,6 +54,14 @@ pub enum ClockKey {
         /// The writing task.
         task: u32,
     },
+    /// The last watcher heartbeat processed on a checked lane (what its next records are
+    /// judged against: [`super::Gate::checking`]).
+    LaneHeartbeat {
+        /// Input index.
+        input: u32,
+        /// Partition.
+        partition: i32,
+    },
 }
 
 /// Where a restored task stands on one writer of a multi-writer lane.
@@ -164,6 +172,23 @@ impl<P: Processor> Task<P> {
                         bound,
                     })
                 }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A watcher heartbeat at `at_ms` was processed on a checked lane: a restored task
+    /// judges that lane's next records against it.
+    pub fn note_heartbeat(&mut self, input: usize, partition: i32, at_ms: i64) {
+        self.clock.put(ClockKey::LaneHeartbeat { input: input as u32, partition }, at_ms);
+    }
+
+    /// The last heartbeat processed per checked lane: (input, partition, time).
+    pub fn lane_heartbeats(&self) -> Vec<(usize, i32, i64)> {
+        self.clock
+            .iter()
+            .filter_map(|(k, &at)| match *k {
+                ClockKey::LaneHeartbeat { input, partition } => Some((input as usize, partition, at)),
                 _ => None,
             })
             .collect()

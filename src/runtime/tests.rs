@@ -31,7 +31,7 @@ fn input(codec: &Codec, partitions: i32, n: usize, keys: usize) -> (MemTopic, us
         };
         topic.produce(Some(key.as_bytes()), Some(value), 1_000 + i as i64, false);
     }
-    topic.produce(None, None, 10_000_000, true); // a forwarded heartbeat on every partition
+    topic.forward_time(10_000_000); // a forwarded heartbeat on every partition
     (topic, corrupt)
 }
 
@@ -134,6 +134,7 @@ fn dead_letters_record_null_values_too() {
             value: None,
             timestamp_ms: 5,
             heartbeat: false,
+            beat: false,
             writer: super::Writer::SOLE,
         },
     );

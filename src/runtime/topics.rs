@@ -417,6 +417,21 @@ pub async fn retention_ms<C: ClientContext>(
     Ok(out)
 }
 
+/// A topic's `max.message.bytes` (the largest record batch the broker accepts on it).
+pub async fn max_message_bytes<C: ClientContext>(
+    admin: &AdminClient<C>,
+    topic: &str,
+) -> Result<Option<usize>, TopicsError> {
+    let opts = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
+    let results = admin
+        .describe_configs(&[ResourceSpecifier::Topic(topic)], &opts)
+        .await
+        .map_err(|source| TopicsError::Kafka { operation: "describe configs", source })?;
+    let Some(result) = results.into_iter().next() else { return Ok(None) };
+    let config = result.map_err(|code| TopicsError::DescribeConfigs { topic: topic.to_owned(), code })?;
+    Ok(config.get("max.message.bytes").and_then(|e| e.value.as_deref()?.parse().ok()))
+}
+
 /// Whether a `cleanup.policy` value (a list such as `compact,delete`) is exactly `expected`.
 fn same_policy(actual: &str, expected: &str) -> bool {
     let mut parts: Vec<&str> = actual.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();

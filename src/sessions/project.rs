@@ -26,7 +26,7 @@ use crate::{
         model::{ContainerObservation, Pod, PodPhase, Session},
     },
     runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime, admit,
         store::{KvStore, StateStore},
     },
 };
@@ -119,6 +119,13 @@ impl DecodeInput for SessionsInput {
             0 => SessionsInput::Session(Box::new(codec.decode_as(bytes).await?)),
             _ => SessionsInput::Pod(Box::new(codec.decode_direct(bytes).await?)),
         })
+    }
+
+    fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
+        match self {
+            SessionsInput::Session(o) => admit::session_shape(o).check(key, time_header),
+            SessionsInput::Pod(o) => admit::pod_shape(o).check(key, time_header),
+        }
     }
 }
 

@@ -148,7 +148,7 @@ async fn run_sessions_with(inputs: Vec<In>, cfg: SessionsConfig) -> Ran {
             In::Garbage(key) => {
                 pods.produce(Some(key.as_bytes()), Some(b"\xc3\x01not avro".to_vec()), at, false)
             }
-            In::Heartbeat(ms) => pods.produce(None, None, ms, true),
+            In::Heartbeat(ms) => pods.forward_time(ms),
             In::Marker(event, epoch) => {
                 let obs = PodObservation { source: source(epoch), observed_at: at, event, pod: None };
                 pods.produce(None, Some(pods_w.encode(&obs).unwrap()), at, false);
