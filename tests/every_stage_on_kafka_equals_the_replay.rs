@@ -17,19 +17,17 @@
 mod support;
 
 use std::{
-    collections::BTreeMap,
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use kubefacts::codec::{
-    Codec,
-    json::{Timestamps, to_json},
-};
+use kubefacts::codec::Codec;
 use serde_json::Value;
 use support::{
-    KillOnDrop, Stage, all_committed, default_stages, infra, is_stopped, read_records, unique_name,
+    KillOnDrop, Stage, all_committed, default_stages, infra, is_stopped,
+    outputs::{ByKey, compare_outputs},
+    read_records, unique_name,
 };
 
 const PARTITIONS: &str = "3";
@@ -42,86 +40,6 @@ fn kubefacts(args: &[&str]) -> String {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "kubefacts {args:?} failed:\n{stderr}\n{stdout}");
     format!("{stdout}{stderr}")
-}
-
-/// Records per key, in order: (key as JSON, value as JSON or null for a tombstone).
-type ByKey = BTreeMap<String, Vec<Value>>;
-
-/// The records of a `replay` output file, per key.
-fn replayed(dir: &Path, topic: &str) -> ByKey {
-    let mut out = ByKey::new();
-    let text = std::fs::read_to_string(dir.join(format!("{topic}.jsonl"))).unwrap_or_default();
-    for line in text.lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        out.entry(v["key"].to_string()).or_default().push(v["value"].clone());
-    }
-    out
-}
-
-/// The committed records of a topic on Kafka, per key, decoded as `replay` decodes them.
-fn on_kafka(rt: &tokio::runtime::Runtime, codec: &Codec, bootstrap: &str, topic: &str) -> ByKey {
-    let mut out = ByKey::new();
-    for r in read_records(bootstrap, topic) {
-        let decode =
-            |bytes: &[u8]| to_json(&rt.block_on(codec.decode(bytes)).unwrap().value, Timestamps::Rfc3339);
-        let key = match r.key.as_deref() {
-            Some(k) if k.starts_with(&[0xC3, 0x01]) => decode(k),
-            Some(k) => Value::String(String::from_utf8_lossy(k).into_owned()),
-            None => Value::Null,
-        };
-        let value = r.value.as_deref().map_or(Value::Null, decode);
-        out.entry(key.to_string()).or_default().push(value);
-    }
-    out
-}
-
-/// Where two per-key histories first differ, one paragraph per key (at most 8).
-fn differences(what: &str, want: &ByKey, got: &ByKey) -> Vec<String> {
-    let keys: std::collections::BTreeSet<&String> = want.keys().chain(got.keys()).collect();
-    let mut out = Vec::new();
-    for k in keys {
-        let (w, g) = (want.get(k).cloned().unwrap_or_default(), got.get(k).cloned().unwrap_or_default());
-        if w != g {
-            let at = w.iter().zip(&g).position(|(a, b)| a != b).unwrap_or(w.len().min(g.len()));
-            out.push(format!(
-                "{what} {k}: {} records on Kafka, {} in the replay; first difference at #{}:\n    replay: {}\n    kafka:  {}",
-                g.len(),
-                w.len(),
-                at + 1,
-                w.get(at).map_or("<none>".into(), Value::to_string),
-                g.get(at).map_or("<none>".into(), Value::to_string),
-            ));
-        }
-    }
-    out.truncate(8);
-    out
-}
-
-/// For tables (compacted: the broker may drop a key's earlier records at any time): per key,
-/// Kafka's records must be the replay's in the same order with some left out, and the last
-/// must be the replay's last. A record on Kafka the replay never wrote is a difference.
-fn table_differences(what: &str, want: &ByKey, got: &ByKey) -> Vec<String> {
-    let keys: std::collections::BTreeSet<&String> = want.keys().chain(got.keys()).collect();
-    let mut out = Vec::new();
-    for k in keys {
-        let (w, g) = (want.get(k).cloned().unwrap_or_default(), got.get(k).cloned().unwrap_or_default());
-        let mut rest = w.iter();
-        let unmatched = g.iter().position(|r| !rest.any(|x| x == r));
-        if unmatched.is_some() || w.last() != g.last() {
-            let at = unmatched.unwrap_or(g.len().saturating_sub(1));
-            out.push(format!(
-                "{what} {k}: {} records on Kafka, {} in the replay; Kafka's #{} is {}:\n    kafka:  {}\n    replay's last: {}",
-                g.len(),
-                w.len(),
-                at + 1,
-                if unmatched.is_some() { "not one of the replay's (in order)" } else { "not the replay's last" },
-                g.get(at).map_or("<none>".into(), Value::to_string),
-                w.last().map_or("<none>".into(), Value::to_string),
-            ));
-        }
-    }
-    out.truncate(8);
-    out
 }
 
 /// Per window: how many revisions were final, and how many of those added runs after the
@@ -302,47 +220,22 @@ fn every_stage_on_kafka_equals_the_replay_through_sigkills() {
         .unwrap();
     let policy = described.get("cleanup.policy").and_then(|e| e.value.clone());
     assert_eq!(policy.as_deref(), Some("delete"), "{alerts} is a log of state changes, never compacted");
-    let mut failures = Vec::new();
-    let mut compared = Vec::new();
-    // Logs: every record. Tables: what compaction left, each the replay's own record (so a
-    // window's every surviving revision, its `is_final` flag with it, is the replay's).
-    for (name, table) in [
-        ("job-runs.v1", true),
-        ("coverage-alerts.v1", false),
-        ("session-projections.v1", true),
-        ("retained-compute-by-owner.v1", true),
-        ("cleanup-decisions.v1", false),
-    ] {
-        let (want, got) =
-            (replayed(&replay_dir, &topic(name)), on_kafka(&rt, &codec, bootstrap, &topic(name)));
-        assert!(!want.is_empty(), "the replay wrote no {name}");
-        let (records, kept) =
-            (want.values().map(Vec::len).sum::<usize>(), got.values().map(Vec::len).sum::<usize>());
-        compared.push(format!("{name}: {} keys, {records} records ({kept} on Kafka)", want.len()));
-        failures.extend(if table {
-            table_differences(name, &want, &got)
-        } else {
-            differences(name, &want, &got)
-        });
-        if name == "job-runs.v1" {
-            let (windows, finalized, late) = finality(&want);
-            assert!(finalized >= 3, "{finalized} of {windows} windows went final in the replay");
-            println!(
-                "job-runs: {windows} windows, {finalized} final, {late} revised while final (late in the input)"
-            );
-        }
-    }
-    // Run facts: one key (a CronJob) is written by several [runs] tasks, in commit order, so
-    // compare each key's facts as a set.
-    let sorted = |mut m: ByKey| {
-        m.values_mut().for_each(|v| v.sort_by_key(Value::to_string));
-        m
-    };
-    let facts = topic("job-run-facts.v1");
-    let (want, got) =
-        (sorted(replayed(&replay_dir, &facts)), sorted(on_kafka(&rt, &codec, bootstrap, &facts)));
-    compared.push(format!("job-run-facts.v1: {} runs", want.values().map(Vec::len).sum::<usize>()));
-    failures.extend(differences("job-run-facts.v1", &want, &got));
+    let (mut failures, compared) = compare_outputs(
+        &rt,
+        &codec,
+        bootstrap,
+        &replay_dir,
+        &prefix,
+        |name, want| {
+            if name == "job-runs.v1" {
+                let (windows, finalized, late) = finality(want);
+                assert!(finalized >= 3, "{finalized} of {windows} windows went final in the replay");
+                println!(
+                    "job-runs: {windows} windows, {finalized} final, {late} revised while final (late in the input)"
+                );
+            }
+        },
+    );
     let dead = read_records(bootstrap, &topic("dead-letter.v1"));
     if !dead.is_empty() {
         failures.push(format!("{} dead letters on Kafka", dead.len()));

@@ -99,10 +99,12 @@ pub enum Mark {
 }
 
 impl Mark {
-    /// A heartbeat: it changes nothing once stream time has reached it, wherever it goes
-    /// among records of its own time.
+    /// A heartbeat, or a record that carries no time: once stream time has reached it,
+    /// where it goes among records of its own time changes no stream time, so it goes
+    /// without waiting (a refused record's one effect, a processor forgetting what its key
+    /// said, happens at that same stream time).
     fn is_time_only(self) -> bool {
-        matches!(self, Self::Forwarded | Self::Through)
+        matches!(self, Self::Forwarded | Self::Through | Self::Void)
     }
 }
 
@@ -129,6 +131,13 @@ struct Entry<T> {
     item: T,
 }
 
+impl<T> Entry<T> {
+    /// How it flows through the merge: a record judged ahead carries no time either.
+    fn flow(&self) -> Mark {
+        if self.verdict == Verdict::Ahead { Mark::Void } else { self.mark }
+    }
+}
+
 /// The records of one writer on one lane.
 #[derive(Debug)]
 struct Sub<T> {
@@ -138,6 +147,9 @@ struct Sub<T> {
     held: VecDeque<Entry<T>>,
     /// The highest timestamp this writer has shown on the lane (buffered or released).
     bound: Option<i64>,
+    /// The highest timestamp of its records enqueued (`bound` without the heartbeat's
+    /// "and nothing more of this millisecond"): where a record that carries no time sorts.
+    last_ms: Option<i64>,
     /// On a checked lane: the time of the last heartbeat accepted.
     heartbeat: Option<i64>,
     /// Records at lower offsets were released before this task was restored: read again,
@@ -147,19 +159,28 @@ struct Sub<T> {
 
 impl<T> Default for Sub<T> {
     fn default() -> Self {
-        Self { queue: VecDeque::new(), held: VecDeque::new(), bound: None, heartbeat: None, next_offset: 0 }
+        Self {
+            queue: VecDeque::new(),
+            held: VecDeque::new(),
+            bound: None,
+            last_ms: None,
+            heartbeat: None,
+            next_offset: 0,
+        }
     }
 }
 
 impl<T> Sub<T> {
     /// Makes `entry` visible to the merge: a record that carries no time sorts at the
-    /// writer's time so far; any other shows its time.
+    /// writer's time so far (right after the record before it, never waiting for a time of
+    /// its own); any other shows its time.
     fn enqueue(&mut self, mut entry: Entry<T>) {
         if entry.mark == Mark::Void || entry.verdict == Verdict::Ahead {
-            entry.key_ms = self.bound.unwrap_or(i64::MIN);
+            entry.key_ms = self.last_ms.unwrap_or(i64::MIN);
         } else {
-            // Through a heartbeat's time: the writer's next record is later.
             let ts = entry.timestamp_ms;
+            self.last_ms = Some(self.last_ms.map_or(ts, |l| l.max(ts)));
+            // Through a heartbeat's time: the writer's next record is later.
             let shown = if entry.mark == Mark::Through { ts.saturating_add(1) } else { ts };
             self.bound = Some(self.bound.map_or(shown, |b| b.max(shown)));
         }
@@ -355,7 +376,7 @@ impl<T> Gate<T> {
                 if let Some(head) = sub.queue.front() {
                     let key = (head.key_ms, l, t as u32);
                     if best.is_none_or(|(b, _)| key < b) {
-                        best = Some((key, head.mark));
+                        best = Some((key, head.flow()));
                     }
                 }
             }
@@ -398,16 +419,16 @@ impl<T> Gate<T> {
     /// highest timestamp it has shown, `None` when not heard from). Empty when something
     /// can be released or nothing is buffered.
     pub fn waiting(&self, stream_time: Option<i64>) -> Option<(HeadKey, Vec<Holding>)> {
-        let head =
-            self.lanes
-                .iter()
-                .enumerate()
-                .flat_map(|(l, lane)| {
-                    lane.subs.iter().enumerate().filter_map(move |(t, sub)| {
-                        sub.queue.front().map(|h| ((h.key_ms, l, t as u32), h.mark))
-                    })
+        let head = self
+            .lanes
+            .iter()
+            .enumerate()
+            .flat_map(|(l, lane)| {
+                lane.subs.iter().enumerate().filter_map(move |(t, sub)| {
+                    sub.queue.front().map(|h| ((h.key_ms, l, t as u32), h.flow()))
                 })
-                .min_by_key(|(k, _)| *k)?;
+            })
+            .min_by_key(|(k, _)| *k)?;
         let (candidate, mark) = head;
         if self.closed || (mark.is_time_only() && stream_time.is_some_and(|now| candidate.0 <= now)) {
             return None;
@@ -455,10 +476,9 @@ impl<T> Gate<T> {
     pub fn ready(&self, stream_time: Option<i64>) -> bool {
         let best = (self.lanes.iter().enumerate())
             .flat_map(|(l, lane)| {
-                lane.subs
-                    .iter()
-                    .enumerate()
-                    .filter_map(move |(t, sub)| sub.queue.front().map(|h| ((h.key_ms, l, t as u32), h.mark)))
+                lane.subs.iter().enumerate().filter_map(move |(t, sub)| {
+                    sub.queue.front().map(|h| ((h.key_ms, l, t as u32), h.flow()))
+                })
             })
             .min_by_key(|(k, _)| *k);
         let Some((candidate, mark)) = best else { return false };
@@ -740,5 +760,17 @@ mod tests {
         assert_eq!(g.watermark(), Some(21), "and it showed no time");
         g.push(1, Writer::SOLE, (26, 1), Mark::Record, "b26");
         assert_eq!(drain(&mut g), ["a25"]);
+    }
+
+    #[test]
+    fn a_void_record_after_the_last_heartbeats_is_not_held_by_them() {
+        // The end of a finite input: heartbeats at 20 on both lanes, then garbage on lane 1.
+        let mut g = Gate::new([true, true]).checking([true, true], 100);
+        g.resume_heartbeat(0, Writer::SOLE, 10);
+        g.resume_heartbeat(1, Writer::SOLE, 10);
+        g.push(0, Writer::SOLE, (20, 0), Mark::Through, "a-beat");
+        g.push(1, Writer::SOLE, (20, 0), Mark::Through, "b-beat");
+        g.push(1, Writer::SOLE, (5, 1), Mark::Void, "garbage");
+        assert_eq!(drain(&mut g), ["a-beat", "b-beat", "garbage"], "lane 0 has promised nothing more at 20");
     }
 }

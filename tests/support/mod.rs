@@ -6,6 +6,7 @@
 
 pub mod fake_kube;
 pub mod k8s;
+pub mod outputs;
 pub mod sample;
 
 use std::{
