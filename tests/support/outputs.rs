@@ -33,7 +33,8 @@ pub fn on_kafka(rt: &tokio::runtime::Runtime, codec: &Codec, bootstrap: &str, to
         let decode =
             |bytes: &[u8]| to_json(&rt.block_on(codec.decode(bytes)).unwrap().value, Timestamps::Rfc3339);
         let key = match r.key.as_deref() {
-            Some(k) if k.starts_with(&[0xC3, 0x01]) => decode(k),
+            // Avro keys, single-object or Confluent framed (magic byte 0 and a schema id).
+            Some(k) if k.starts_with(&[0xC3, 0x01]) || (k.len() > 5 && k[0] == 0) => decode(k),
             Some(k) => Value::String(String::from_utf8_lossy(k).into_owned()),
             None => Value::Null,
         };
