@@ -16,7 +16,6 @@ mod support;
 use std::{
     collections::BTreeMap,
     io::Write,
-    path::PathBuf,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -35,8 +34,7 @@ use rdkafka::{
     producer::{FutureProducer, FutureRecord},
 };
 use support::{
-    KillOnDrop, all_committed, default_stages, infra, is_stopped, outputs::compare_outputs, read_records,
-    unique_name,
+    all_committed, default_stages, infra, is_stopped, outputs::compare_outputs, read_records, unique_name,
 };
 
 const PARTITIONS: i32 = 3;
@@ -479,37 +477,9 @@ fn bad_records_change_nothing_but_their_own_outcome() {
 
     // Every stage, two instances; one SIGKILLed inside a transaction once.
     let stages = default_stages(&prefix, &app);
-    let logs = dir.join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
-    let start = |instance: &str, extra: &[&str]| {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(logs.join(format!("{instance}.log")))
-            .unwrap();
-        Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-            .args(["process", "--create-topics", "--config", config_arg, "--instance-id", instance])
-            .args(["--bootstrap", bootstrap])
-            .args(extra)
-            .env_remove("KUBEFACTS_REGISTRY")
-            .env("RUST_LOG", "kubefacts=info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map(KillOnDrop)
-            .unwrap()
-    };
-    let tails = || {
-        let mut all = String::new();
-        for e in std::fs::read_dir(&logs).unwrap() {
-            let p: PathBuf = e.unwrap().path();
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(12).collect();
-            all +=
-                &format!("--- {}\n{}\n", p.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
-        }
-        all
-    };
+    let processes = support::Processes::new(dir.join("logs"), bootstrap, &config);
+    let start = |instance: &str, extra: &[&str]| processes.start(instance, extra);
+    let tails = || processes.tails();
     let mut b = start("b", &[]);
     let mut a = start("a", &["--failpoint", "before-commit:4"]);
     let deadline = Instant::now() + Duration::from_secs(120);

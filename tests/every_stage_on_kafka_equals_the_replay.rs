@@ -17,15 +17,14 @@
 mod support;
 
 use std::{
-    path::PathBuf,
-    process::{Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
 use kubefacts::codec::Codec;
 use serde_json::Value;
 use support::{
-    KillOnDrop, Stage, all_committed, default_stages, infra, is_stopped,
+    Stage, all_committed, default_stages, infra, is_stopped,
     outputs::{ByKey, compare_outputs},
     read_records, unique_name,
 };
@@ -119,37 +118,9 @@ fn every_stage_on_kafka_equals_the_replay_through_sigkills() {
     let topic = |name: &str| format!("{prefix}{name}");
     let stages: Vec<Stage> = default_stages(&prefix, &app);
 
-    let logs = dir.join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
-    let start = |instance: &str, extra: &[&str]| {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(logs.join(format!("{instance}.log")))
-            .unwrap();
-        Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-            .args(["process", "--create-topics", "--config", config_arg, "--instance-id", instance])
-            .args(["--bootstrap", bootstrap])
-            .args(extra)
-            .env_remove("KUBEFACTS_REGISTRY")
-            .env("RUST_LOG", "kubefacts=info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map(KillOnDrop)
-            .unwrap()
-    };
-    let tails = || {
-        let mut all = String::new();
-        for e in std::fs::read_dir(&logs).unwrap() {
-            let p: PathBuf = e.unwrap().path();
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(12).collect();
-            all +=
-                &format!("--- {}\n{}\n", p.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
-        }
-        all
-    };
+    let processes = support::Processes::new(dir.join("logs"), bootstrap, &config);
+    let start = |instance: &str, extra: &[&str]| processes.start(instance, extra);
+    let tails = || processes.tails();
     let seed = std::env::var("KUBEFACTS_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
     });

@@ -503,3 +503,56 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// `kubefacts process` instances of one test, each logging to `<logs>/<instance>.log`.
+#[derive(Debug, Clone)]
+pub struct Processes {
+    /// Where the logs go.
+    pub logs: PathBuf,
+    /// Kafka bootstrap servers.
+    pub bootstrap: String,
+    /// The pipeline file.
+    pub config: PathBuf,
+}
+
+impl Processes {
+    /// Instances of the pipeline in `config`, logging under `logs` (created).
+    pub fn new(logs: PathBuf, bootstrap: &str, config: &std::path::Path) -> Self {
+        std::fs::create_dir_all(&logs).unwrap();
+        Self { logs, bootstrap: bootstrap.to_owned(), config: config.to_owned() }
+    }
+
+    /// Starts instance `instance` (no registry) with `extra` arguments.
+    pub fn start(&self, instance: &str, extra: &[&str]) -> KillOnDrop {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.logs.join(format!("{instance}.log")))
+            .unwrap();
+        Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+            .args(["process", "--create-topics", "--instance-id", instance, "--bootstrap", &self.bootstrap])
+            .arg("--config")
+            .arg(&self.config)
+            .args(extra)
+            .env_remove("KUBEFACTS_REGISTRY")
+            .env("RUST_LOG", "kubefacts=info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map(KillOnDrop)
+            .unwrap()
+    }
+
+    /// The last lines of every instance's log, for a failure message.
+    pub fn tails(&self) -> String {
+        let mut all = String::new();
+        for e in std::fs::read_dir(&self.logs).unwrap() {
+            let p: PathBuf = e.unwrap().path();
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(12).collect();
+            all +=
+                &format!("--- {}\n{}\n", p.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        }
+        all
+    }
+}
