@@ -736,7 +736,7 @@ fn cleanup_decisions_are_identical_through_sigkills_and_rebalances() {
     // takes every partition once the killed member's session expires). a joins while b
     // runs (a rebalance mid-stream) and is SIGKILLed inside a transaction, twice, at a
     // 15 % and at 45 % of the input; each time its partitions go back to b.
-    let failpoint = format!("before-commit:{}", 10 + rng.below(30));
+    let failpoint = format!("before-commit:{}", 3 + rng.below(8));
     let mut a = run2.start("a", &["--failpoint", &failpoint]);
     kill_at_failpoint(&mut a, &failpoint);
     let mut b = run2.start("b", &[]);
