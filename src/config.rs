@@ -766,7 +766,11 @@ impl PipelineConfig {
     /// co-partitioned read).
     pub fn input_rules(&self, stage: &StageConfig) -> crate::runtime::admit::InputRules {
         let all: Vec<&String> = stage.inputs.iter().chain(&stage.globals).collect();
-        let source = |t: &str| self.topics.role_of(t).is_some_and(|r| r.kind == TopicKind::Input);
+        // Topics the watcher writes: a host application's sessions are stamped by its own
+        // clock and interleave with the watcher's heartbeats in no promised order.
+        let source = |t: &str| {
+            self.topics.role_of(t).is_some_and(|r| r.kind == TopicKind::Input && r.key != "sessions")
+        };
         let checked = (all.iter().enumerate())
             .filter(|(_, t)| source(t) && !stage.untimed.contains(t))
             .map(|(i, _)| i)
