@@ -475,6 +475,7 @@ struct Pending<I> {
 }
 
 /// A message's envelope as admission reads it, with what the gate and spans need.
+#[derive(Clone)]
 struct Read {
     input: usize,
     partition: i32,
@@ -1192,7 +1193,7 @@ fn take_globals<P: Processor>(
                             }
                             Admitted::Retry(_) => unreachable!("admission waited for the registry"),
                         };
-                        let p = Read::from_message(input, &m).into_pending(again);
+                        let p = read.clone().into_pending(again);
                         slot.gate.push(lanes.inputs + gl, p.writer, (p.timestamp_ms, p.offset), p.mark, p);
                         slot.lane_next[gl] = m.offset() + 1;
                     }
