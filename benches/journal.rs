@@ -37,8 +37,8 @@ fn main() {
     let codec = Codec::new(None).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 
-    // The watcher's output for the synthetic cluster, with a heartbeat at the end so every
-    // run's settle time passes; the driver and the broker runs below both use it.
+    // The watcher's output for the synthetic cluster, heartbeated as a watcher does; the
+    // driver and the broker runs below both use it.
     let observed = observations_of(jobs);
     let mut inputs = MemInputs::new(&codec, &Default::default(), PARTITIONS).unwrap();
     for obs in &observed {
@@ -196,14 +196,29 @@ inputs = ["topics.journal_repartition"]
 outputs = ["topics.job_runs"]
 "#;
 
-/// The observations of the synthetic cluster (with a final heartbeat), in order.
+/// The observations of the synthetic cluster, in order, heartbeated as a watcher does (one
+/// every `[watch].heartbeat_interval_ms`), ending a minute after the last event so every
+/// run's settle time passes, then one interval later: on Kafka a source record is judged by
+/// the heartbeat after it, so a trace ending in a single heartbeat would leave its end held.
 fn observations_of(jobs: usize) -> Vec<kubefacts::observe::Observation> {
-    let mut entries = synthetic_trace(jobs);
+    use kubefacts::trace::{TraceEntry, TraceEvent};
+    let config = kubefacts::config::PipelineConfig::default();
+    let interval = i64::try_from(config.watch.heartbeat_interval_ms).unwrap();
+    let mut entries = Vec::new();
+    let mut next_beat = None;
+    for entry in synthetic_trace(jobs) {
+        let at = entry.observed_at_ms;
+        let beat = next_beat.get_or_insert(at + interval);
+        while *beat <= at {
+            entries.push(TraceEntry { observed_at_ms: *beat, event: TraceEvent::Heartbeat });
+            *beat += interval;
+        }
+        entries.push(entry);
+    }
     let last = entries.last().map_or(0, |e| e.observed_at_ms);
-    entries.push(kubefacts::trace::TraceEntry {
-        observed_at_ms: last + 60_000,
-        event: kubefacts::trace::TraceEvent::Heartbeat,
-    });
+    for at in [last + 60_000, last + 60_000 + interval] {
+        entries.push(TraceEntry { observed_at_ms: at, event: TraceEvent::Heartbeat });
+    }
     let source = Source { cluster: "bench".into(), instance: "bench".into(), epoch: 1 };
     let mut observer = Observer::new(source, MinimizeConfig::default());
     entries.into_iter().flat_map(|e| observer.admit(e)).flat_map(|r| r.unwrap()).collect()
