@@ -67,6 +67,26 @@ globals = ["topics.jobs"]
 outputs = ["topics.job_run_facts", "topics.journal_repartition", "topics.cleanup_decisions"]
 "#;
 
+/// `[runs]` and `[journal]` of the default pipeline alone: the work the Kafka Streams anchor
+/// does the same shape of.
+const RUNS_AND_JOURNAL: &str = r#"
+[[process.stages]]
+processor = "runs"
+inputs = ["topics.jobs", "topics.pods"]
+globals = ["topics.jobs"]
+outputs = ["topics.job_run_facts", "topics.journal_repartition", "topics.cleanup_decisions"]
+[[process.stages]]
+processor = "journal"
+inputs = ["topics.journal_repartition"]
+outputs = ["topics.job_runs"]
+"#;
+
+/// The anchor's run facts, under the pipeline's prefix (benches/anchors/kafka-streams).
+const STREAMS_FACTS: &str = "anchor.job-run-facts";
+/// The anchor's JVM heap: fixed, so its peak memory is a figure of the work, not of the
+/// machine's RAM (the JVM's default maximum is a quarter of it).
+const STREAMS_HEAP: [&str; 2] = ["-Xms256m", "-Xmx1g"];
+
 /// Targets from the issue, checked at the end.
 const TARGET_EOS_SHARE: f64 = 0.5;
 const TARGET_DRIVER_PER_CORE: f64 = 1_000_000.0;
@@ -127,9 +147,13 @@ fn main() {
     let hours = args.hours.unwrap_or(profile.default_hours);
     if args.latency_only {
         // The noisiest figure, alone and quick (~40 s per pipeline): `-- --latency-only`.
-        for (name, stages) in [("the default pipeline", ""), ("[runs] alone", RUNS_ALONE)] {
+        for (name, target) in [
+            ("the default pipeline", Target::Kubefacts("")),
+            ("[runs] alone", Target::Kubefacts(RUNS_ALONE)),
+            ("the Kafka Streams anchor", Target::Streams),
+        ] {
             let l =
-                measure_latency(&env, &codec, &config, &profile, hours, args.seed, args.latency_secs, stages);
+                measure_latency(&env, &codec, &config, &profile, hours, args.seed, args.latency_secs, target);
             println!(
                 "latency at {:.0} observations/s, {name}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} runs)",
                 l.rate, l.p50, l.p99, l.max, l.samples
@@ -180,14 +204,7 @@ fn main() {
     let prefix = format!("{}.", unique("bench-suite"));
     let pipeline = work.join(format!("{}pipeline.toml", prefix));
     let app = prefix.trim_end_matches('.').to_owned();
-    fs::write(
-        &pipeline,
-        format!(
-            "[topics]\nprefix = \"{prefix}\"\n[process]\napplication_id = \"{app}\"\ncreate_topics = true\n\
-             partitions = {PARTITIONS}\n"
-        ),
-    )
-    .unwrap();
+    fs::write(&pipeline, pipeline_toml(&prefix, "", &app, "")).unwrap();
     let published = publish(&env, &trace_path, &pipeline);
     println!(
         "2. kubefacts publish of the trace                 {:>10.0} records/s  ({:.0}% of 1; {} records in {:.1} s, {:.0} trace entries/s)",
@@ -206,14 +223,17 @@ fn main() {
 
     // 3. `kubefacts process`, exactly once, over the published input.
     let topics = TopicsConfig { prefix: prefix.clone(), ..Default::default() };
+    let runs_records =
+        (inputs.inputs.topic(InputTopic::Jobs).len() + inputs.inputs.topic(InputTopic::Pods).len()) as i64;
+    let limit_secs = if args.benching { 900 } else { 180 };
     let processed = process_backlog(
+        Instance::start(&env, &pipeline, "a"),
         &env,
-        &pipeline,
-        &app,
-        &topics,
-        (inputs.inputs.topic(InputTopic::Jobs).len() + inputs.inputs.topic(InputTopic::Pods).len()) as i64,
-        if args.benching { 900 } else { 180 },
+        &Stages::kubefacts(&app, &topics),
+        runs_records,
+        limit_secs,
     );
+    let filed = committed_records(&env, &topics.full(&topics.job_run_facts));
     println!(
         "3. kubefacts process (runs → journal), exactly once {:>8.0} observations/s  ({:.0}% of 1; all stages caught up {:.1} s after the first commit)",
         processed.rate,
@@ -224,29 +244,119 @@ fn main() {
     // Every stage logs its restore; waiting for two took the two smallest once the default
     // pipeline had five.
     let restore = restore_all(&env, &pipeline, config.process.stages.len());
-    let latency = measure_latency(&env, &codec, &config, &profile, hours, args.seed, args.latency_secs, "");
+
+    // 3b. `[runs]` + `[journal]` alone, and 3c. the Kafka Streams anchor doing the same shape
+    // of work, over the same backlog: each its own application, from the first offset.
+    let rj_app = format!("{app}-rj");
+    let rj_pipeline = work.join(format!("{prefix}runs-journal.toml"));
+    fs::write(&rj_pipeline, pipeline_toml(&prefix, "rj.", &rj_app, RUNS_AND_JOURNAL)).unwrap();
+    let rj_topics = PipelineConfig::load(&rj_pipeline).unwrap().topics;
+    let runs_journal = process_backlog(
+        Instance::start(&env, &rj_pipeline, "rj"),
+        &env,
+        &Stages::kubefacts(&rj_app, &rj_topics),
+        runs_records,
+        limit_secs,
+    );
+    let rj_filed = committed_records(&env, &rj_topics.full(&rj_topics.job_run_facts));
+    let ks_app = format!("{app}-streams");
+    let streams = process_backlog(
+        Instance::start_streams(&env, &config, &prefix, &ks_app),
+        &env,
+        &Stages::streams(&ks_app, &topics),
+        runs_records,
+        limit_secs,
+    );
+    let ks_filed = committed_records(&env, &format!("{prefix}{STREAMS_FACTS}"));
+    println!(
+        "   … [runs] + [journal] alone, exactly once          {:>8.0} observations/s  ({:.0}% of 1; caught up {:.1} s after the first commit)",
+        runs_journal.rate,
+        100.0 * runs_journal.rate / perf.steady,
+        runs_journal.secs
+    );
+    println!(
+        "   Kafka Streams anchor (exactly_once_v2)            {:>8.0} observations/s  ({:.0}% of 1; caught up {:.1} s after the first commit)",
+        streams.rate,
+        100.0 * streams.rate / perf.steady,
+        streams.secs
+    );
+    println!(
+        "   runs filed: default pipeline {filed}, [runs] + [journal] {rj_filed}, Kafka Streams anchor {ks_filed}"
+    );
+
+    let latency = measure_latency(
+        &env,
+        &codec,
+        &config,
+        &profile,
+        hours,
+        args.seed,
+        args.latency_secs,
+        Target::Kubefacts(""),
+    );
     println!(
         "   observation-to-output latency at {:.0} observations/s: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms \
          ({} runs; from sending the Job observation that finished a run to its fact being readable, read_committed)",
         latency.rate, latency.p50, latency.p99, latency.max, latency.samples
     );
     // The same with `[runs]` alone: what the journal's work on the same cores costs.
-    let alone =
-        measure_latency(&env, &codec, &config, &profile, hours, args.seed, args.latency_secs, RUNS_ALONE);
+    let alone = measure_latency(
+        &env,
+        &codec,
+        &config,
+        &profile,
+        hours,
+        args.seed,
+        args.latency_secs,
+        Target::Kubefacts(RUNS_ALONE),
+    );
     println!(
         "   … with [runs] alone (no [journal] in the process):          p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} runs)",
         alone.p50, alone.p99, alone.max, alone.samples
     );
+    let ks_latency = measure_latency(
+        &env,
+        &codec,
+        &config,
+        &profile,
+        hours,
+        args.seed,
+        args.latency_secs,
+        Target::Streams,
+    );
+    println!(
+        "   … the Kafka Streams anchor:                                  p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} runs)",
+        ks_latency.p50, ks_latency.p99, ks_latency.max, ks_latency.samples
+    );
+    let latency_json = |l: &Latency| json!({"offered_per_sec": l.rate, "samples": l.samples, "p50_ms": l.p50, "p99_ms": l.p99, "max_ms": l.max});
     figures.insert(
         "process".into(),
         json!({"observations_per_sec": processed.rate, "secs": processed.secs,
                "share_of_producer_performance": processed.rate / perf.steady,
-               "peak_rss_bytes": processed.peak_rss_bytes,
-               "latency": {"offered_per_sec": latency.rate, "samples": latency.samples,
-                           "p50_ms": latency.p50, "p99_ms": latency.p99, "max_ms": latency.max},
-               "latency_runs_alone": {"samples": alone.samples, "p50_ms": alone.p50, "p99_ms": alone.p99,
-                                      "max_ms": alone.max}}),
+               "share_of_kafka_streams": processed.rate / streams.rate,
+               "peak_rss_bytes": processed.peak_rss_bytes, "runs_filed": filed,
+               "latency": latency_json(&latency), "latency_runs_alone": latency_json(&alone)}),
     );
+    figures.insert(
+        "process_runs_journal".into(),
+        json!({"observations_per_sec": runs_journal.rate, "secs": runs_journal.secs,
+               "share_of_producer_performance": runs_journal.rate / perf.steady,
+               "share_of_kafka_streams": runs_journal.rate / streams.rate,
+               "peak_rss_bytes": runs_journal.peak_rss_bytes, "runs_filed": rj_filed}),
+    );
+    figures.insert(
+        "kafka_streams".into(),
+        json!({"observations_per_sec": streams.rate, "secs": streams.secs,
+               "share_of_producer_performance": streams.rate / perf.steady,
+               "peak_rss_bytes": streams.peak_rss_bytes, "runs_filed": ks_filed,
+               "latency": latency_json(&ks_latency)}),
+    );
+    let side_by_side = SideBySide {
+        perf: perf.steady,
+        streams: (&streams, &ks_latency),
+        runs_journal: &runs_journal,
+        default: (&processed, &latency),
+    };
 
     // 4. and 5. `[runs]` + `[journal]` (the stages the target names) in the in-memory
     // driver, one core, and their state; then every default stage, for comparison.
@@ -284,6 +394,8 @@ fn main() {
         restore.records,
         restore.secs
     );
+    side_by_side.print(observations);
+
     figures.insert(
         "driver".into(),
         json!({"observations_per_sec": driver.rate, "secs": driver.secs, "observations": observations,
@@ -399,6 +511,12 @@ fn main() {
     } else {
         // A check of the machinery: every phase produced something.
         assert!(processed.rate > 0.0 && driver.rate > 0.0 && latency.samples > 0 && restore.records > 0);
+        // The anchor did its work: it filed runs and they reached a read_committed reader.
+        assert!(
+            streams.rate > 0.0 && ks_filed > 0 && ks_latency.samples > 0,
+            "the Kafka Streams anchor produced no figures"
+        );
+        assert!(runs_journal.rate > 0.0 && rj_filed > 0, "[runs] + [journal] alone produced no figures");
     }
     let _ = fs::remove_file(&trace_path);
     println!("(suite took {:.0} s; process logs in {})", started.elapsed().as_secs_f64(), env.logs.display());
@@ -406,6 +524,37 @@ fn main() {
 
 fn repo_path(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// A pipeline file: topics under `prefix`, every output renamed `<variant><name>` (a second
+/// application over the same input topics writes its own), application `app`, creating its
+/// topics, and `stages_toml` (empty: the default stages).
+fn pipeline_toml(prefix: &str, variant: &str, app: &str, stages_toml: &str) -> String {
+    let mut toml = format!("[topics]\nprefix = \"{prefix}\"\n");
+    if !variant.is_empty() {
+        for (key, name) in output_names(&TopicsConfig::default()) {
+            toml.push_str(&format!("{key} = \"{variant}{name}\"\n"));
+        }
+    }
+    toml + &format!(
+        "[process]\napplication_id = \"{app}\"\ncreate_topics = true\npartitions = {PARTITIONS}\n{stages_toml}"
+    )
+}
+
+/// The topics a pipeline writes, by their `[topics]` key.
+fn output_names(t: &TopicsConfig) -> [(&'static str, &str); 10] {
+    [
+        ("job_run_facts", &t.job_run_facts),
+        ("job_runs", &t.job_runs),
+        ("journal_repartition", &t.journal_repartition),
+        ("cleanup_decisions", &t.cleanup_decisions),
+        ("cleanup_outcomes", &t.cleanup_outcomes),
+        ("coverage_alerts", &t.coverage_alerts),
+        ("session_projections", &t.session_projections),
+        ("session_owner_repartition", &t.session_owner_repartition),
+        ("retained_by_owner", &t.retained_by_owner),
+        ("dead_letter", &t.dead_letter),
+    ]
 }
 
 // ---------------------------------------------------------------------------------------
@@ -481,23 +630,49 @@ fn publish(env: &Env, trace: &Path, pipeline: &Path) -> Published {
 // 3. process, 5. peak memory, 6. restore
 
 struct Instance {
+    /// What runs: `kubefacts process` or the Kafka Streams anchor.
+    name: &'static str,
     child: Child,
     log: PathBuf,
 }
 
 impl Instance {
     fn start(env: &Env, pipeline: &Path, instance: &str) -> Self {
-        let log = env.logs.join(format!("process-{instance}.log"));
-        let child = Command::new(&env.bin)
+        let mut command = Command::new(&env.bin);
+        command
             .args(["process", "--instance-id", instance, "--bootstrap", &env.bootstrap, "--config"])
             .arg(pipeline)
-            .env("RUST_LOG", "kubefacts=info")
+            .env("RUST_LOG", "kubefacts=info");
+        Self::spawn("kubefacts process", command, env.logs.join(format!("process-{instance}.log")))
+    }
+
+    /// The Kafka Streams anchor (benches/anchors/kafka-streams, built by scripts/infra/up.sh)
+    /// as application `app` over the input topics under `prefix`, with kubefacts' commit
+    /// interval and one stream thread per core.
+    fn start_streams(env: &Env, config: &PipelineConfig, prefix: &str, app: &str) -> Self {
+        let classpath = broker::required("KUBEFACTS_BENCH_STREAMS_CLASSPATH");
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut command = Command::new(&env.java);
+        command
+            .args([STREAMS_HEAP[0], STREAMS_HEAP[1], "-cp", &classpath, "io.kubefacts.anchor.RunsJournal"])
+            .args(["--bootstrap", &env.bootstrap, "--prefix", prefix, "--application-id", app])
+            .arg("--schemas")
+            .arg(repo_path("schemas"))
+            .args(["--commit-interval-ms", &config.process.commit_interval_ms.to_string()])
+            .args(["--threads", &cores.to_string()])
+            .args(["--window-ms", &config.journal.window_length_ms.to_string()]);
+        Self::spawn("the Kafka Streams anchor", command, env.logs.join(format!("{app}.log")))
+    }
+
+    fn spawn(name: &'static str, mut command: Command, log: PathBuf) -> Self {
+        let what = format!("{command:?}");
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(fs::File::create(&log).unwrap())
             .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", env.bin));
-        Instance { child, log }
+            .unwrap_or_else(|e| panic!("starting {what}: {e}"));
+        Instance { name, child, log }
     }
 
     fn log_text(&self) -> String {
@@ -506,7 +681,7 @@ impl Instance {
 
     fn check_running(&mut self) {
         if let Some(status) = self.child.try_wait().unwrap() {
-            panic!("kubefacts process exited ({status}); log {}:\n{}", self.log.display(), self.log_text());
+            panic!("{} exited ({status}); log {}:\n{}", self.name, self.log.display(), self.log_text());
         }
     }
 
@@ -596,32 +771,57 @@ fn end_offsets(poller: &BaseConsumer, topics: &[(String, i32)]) -> i64 {
         .sum()
 }
 
-/// Runs the default stages over the published backlog until every stage has committed its
-/// whole input; the rate is input observations over the time from the first commit of
-/// `[runs]` to the last commit of the last stage (start-up and restore left out).
+/// What a backlog run is measured by: the consumer group and input topics of its first
+/// stage (from its first commit: the rate) and of the stage behind the repartition topic
+/// (once that has committed its input too, the run has caught up).
+struct Stages {
+    first: (String, Vec<(String, i32)>),
+    second: (String, Vec<(String, i32)>),
+}
+
+impl Stages {
+    /// `[runs]` and `[journal]` of a kubefacts application: a consumer group per stage.
+    fn kubefacts(app: &str, topics: &TopicsConfig) -> Self {
+        Stages {
+            first: (format!("{app}-runs"), input_topics(topics)),
+            second: (format!("{app}-journal"), vec![(topics.full(&topics.journal_repartition), PARTITIONS)]),
+        }
+    }
+
+    /// The Kafka Streams anchor: one group, its repartition topic named by the DSL.
+    fn streams(app: &str, topics: &TopicsConfig) -> Self {
+        Stages {
+            first: (app.to_owned(), input_topics(topics)),
+            second: (app.to_owned(), vec![(format!("{app}-journal-repartition"), PARTITIONS)]),
+        }
+    }
+}
+
+/// The jobs and pods topics, what `[runs]` and the anchor's fold read.
+fn input_topics(topics: &TopicsConfig) -> Vec<(String, i32)> {
+    vec![(InputTopic::Jobs.topic_name(topics), PARTITIONS), (InputTopic::Pods.topic_name(topics), PARTITIONS)]
+}
+
+/// Runs `inst` over the published backlog until both stages have committed their whole
+/// input; the rate is input observations over the time from the first commit of the first
+/// stage to the last commit of the second (start-up and restore left out).
 fn process_backlog(
+    mut inst: Instance,
     env: &Env,
-    pipeline: &Path,
-    app: &str,
-    topics: &TopicsConfig,
+    stages: &Stages,
     runs_records: i64,
     limit_secs: u64,
 ) -> Processed {
-    let mut inst = Instance::start(env, pipeline, "a");
     let poller = |group: &str| -> BaseConsumer {
         env.client().set("group.id", group).set("enable.auto.commit", "false").create().unwrap()
     };
-    let runs_group = poller(&format!("{app}-runs"));
-    let journal_group = poller(&format!("{app}-journal"));
-    let runs_inputs = vec![
-        (InputTopic::Jobs.topic_name(topics), PARTITIONS),
-        (InputTopic::Pods.topic_name(topics), PARTITIONS),
-    ];
+    let (first_group, first_inputs) = (poller(&stages.first.0), &stages.first.1);
+    let (second_group, second_inputs) = (poller(&stages.second.0), &stages.second.1);
     // The end offsets must be what publish wrote (jobs and pods, as observed in memory): a
     // short answer once ended this phase before [runs] had read a third of its input.
     let asked = Instant::now();
     let runs_total = loop {
-        let total = end_offsets(&runs_group, &runs_inputs);
+        let total = end_offsets(&first_group, first_inputs);
         if total == runs_records || asked.elapsed() > Duration::from_secs(30) {
             break total;
         }
@@ -631,31 +831,32 @@ fn process_backlog(
         runs_total, runs_records,
         "end offsets of the jobs and pods topics against the records published"
     );
-    let journal_inputs = vec![(topics.full(&topics.journal_repartition), PARTITIONS)];
     let deadline = Instant::now() + Duration::from_secs(limit_secs);
     let mut first: Option<Instant> = None;
     let mut peak = 0;
     loop {
         inst.check_running();
         peak = peak.max(inst.peak_rss_bytes());
-        let c = committed(&runs_group, &runs_inputs);
+        let c = committed(&first_group, first_inputs);
         if c > 0 && first.is_none() {
             first = Some(Instant::now());
         }
         if c >= runs_total {
-            // [runs] is done; the journal is done when its input is all committed. Its input
-            // is written in transactions: each partition's log ends with a commit marker,
-            // which is not a record a consumer's committed offset need pass.
-            let journal_total = end_offsets(&journal_group, &journal_inputs);
-            if journal_total > 0
-                && committed(&journal_group, &journal_inputs) >= journal_total - i64::from(PARTITIONS)
+            // The second stage is done when its input is all committed. Its input is written
+            // in transactions: each partition's log ends with a commit marker, which is not a
+            // record a consumer's committed offset need pass. (The anchor's repartition topic
+            // may not exist before its first run is filed.)
+            let second_total = end_offsets_if_any(&second_group, second_inputs);
+            if second_total > 0
+                && committed(&second_group, second_inputs) >= second_total - i64::from(PARTITIONS)
             {
                 break;
             }
         }
         assert!(
             Instant::now() < deadline,
-            "process did not commit its input in {limit_secs} s ({c} of {runs_total}); log {}",
+            "{} did not commit its input in {limit_secs} s ({c} of {runs_total}); log {}",
+            inst.name,
             inst.log.display()
         );
         std::thread::sleep(Duration::from_millis(20));
@@ -664,6 +865,50 @@ fn process_backlog(
     peak = peak.max(inst.peak_rss_bytes());
     inst.stop();
     Processed { rate: runs_total as f64 / secs, secs, peak_rss_bytes: peak }
+}
+
+/// [`end_offsets`], 0 while a topic does not exist yet.
+fn end_offsets_if_any(poller: &BaseConsumer, topics: &[(String, i32)]) -> i64 {
+    let exists = |t: &str| {
+        poller.fetch_metadata(Some(t), Duration::from_secs(5)).is_ok_and(|m| {
+            m.topics()
+                .first()
+                .is_some_and(|t| t.error().is_none() && t.partitions().len() as i32 >= PARTITIONS)
+        })
+    };
+    if topics.iter().all(|(t, _)| exists(t)) { end_offsets(poller, topics) } else { 0 }
+}
+
+/// The records with a value of `topic` a read_committed consumer reads (transaction markers,
+/// aborted records and forwarded stream time not counted): how many runs a backlog run filed.
+fn committed_records(env: &Env, topic: &str) -> u64 {
+    let reader = committed_reader(env, topic);
+    let ends: Vec<i64> = (0..PARTITIONS)
+        .map(|p| reader.fetch_watermarks(topic, p, Duration::from_secs(10)).map_or(0, |w| w.1))
+        .collect();
+    let (mut n, mut idle) = (0u64, Instant::now());
+    loop {
+        match reader.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                n += u64::from(m.payload().is_some());
+                idle = Instant::now();
+            }
+            Some(Err(e)) => panic!("reading {topic}: {e}"),
+            None => {
+                let pos = reader.position().unwrap();
+                let done = (0..PARTITIONS).all(|p| {
+                    ends[p as usize] == 0
+                        || pos.find_partition(topic, p).is_some_and(|e| match e.offset() {
+                            Offset::Offset(o) => o >= ends[p as usize],
+                            _ => false,
+                        })
+                });
+                if done || idle.elapsed() > Duration::from_secs(10) {
+                    return n;
+                }
+            }
+        }
+    }
 }
 
 struct Restored {
@@ -697,6 +942,13 @@ struct Latency {
     max: f64,
 }
 
+/// What a latency measurement runs: `kubefacts process` with these stages (empty: the
+/// default pipeline), or the Kafka Streams anchor.
+enum Target {
+    Kubefacts(&'static str),
+    Streams,
+}
+
 /// Publishes the trace's observations at a fixed rate into a fresh pipeline and measures,
 /// per run, the time from sending the Job observation that finished it to its
 /// `job-run-facts` record being readable with read_committed.
@@ -709,22 +961,11 @@ fn measure_latency(
     hours: u32,
     seed: u64,
     secs: f64,
-    stages_toml: &str,
+    target: Target,
 ) -> Latency {
     let prefix = format!("{}.", unique("bench-lat"));
     let app = prefix.trim_end_matches('.').to_owned();
     let topics = TopicsConfig { prefix: prefix.clone(), ..Default::default() };
-    let pipeline = env.logs.join(format!("{app}.toml"));
-    fs::write(
-        &pipeline,
-        format!("[topics]\nprefix = \"{prefix}\"\n[process]\napplication_id = \"{app}\"\ncreate_topics = true\npartitions = {PARTITIONS}\n{stages_toml}"),
-    )
-    .unwrap();
-    let stages = if stages_toml.is_empty() {
-        config.process.stages.len()
-    } else {
-        stages_toml.matches("[[process.stages]]").count()
-    };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     rt.block_on(async {
         let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
@@ -735,16 +976,41 @@ fn measure_latency(
             .collect();
         kubefacts::runtime::topics::ensure_topics(&admin, &specs, true).await.unwrap();
     });
-    let mut inst = Instance::start(env, &pipeline, "lat");
     let deadline = Instant::now() + Duration::from_secs(120);
-    while inst.restores().0 < stages {
-        inst.check_running();
-        assert!(Instant::now() < deadline, "no assignment in 120 s; log {}", inst.log.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (inst, facts) = match target {
+        Target::Kubefacts(stages_toml) => {
+            let pipeline = env.logs.join(format!("{app}.toml"));
+            fs::write(&pipeline, pipeline_toml(&prefix, "", &app, stages_toml)).unwrap();
+            let stages = if stages_toml.is_empty() {
+                config.process.stages.len()
+            } else {
+                stages_toml.matches("[[process.stages]]").count()
+            };
+            let mut inst = Instance::start(env, &pipeline, &format!("lat-{}", stages));
+            while inst.restores().0 < stages {
+                inst.check_running();
+                assert!(Instant::now() < deadline, "no assignment in 120 s; log {}", inst.log.display());
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            (inst, topics.full(&topics.job_run_facts))
+        }
+        Target::Streams => {
+            let mut inst = Instance::start_streams(env, config, &prefix, &format!("{app}-streams"));
+            // Logged by its state listener once every task is assigned and restored.
+            while !inst.log_text().contains("-> RUNNING") {
+                inst.check_running();
+                assert!(
+                    Instant::now() < deadline,
+                    "the anchor was not RUNNING in 120 s; log {}",
+                    inst.log.display()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            (inst, format!("{prefix}{STREAMS_FACTS}"))
+        }
+    };
 
     // The reader, on its own thread: run UID → when its fact became readable.
-    let facts = topics.full(&topics.job_run_facts);
     let reader = committed_reader(env, &facts);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader_thread = {
@@ -827,6 +1093,54 @@ fn finishing_job(obs: &Observation) -> Option<String> {
     }
 }
 
+/// The exactly-once figures of one run side by side (DESIGN §8): each as a share of the
+/// broker's ceiling and of the Kafka Streams anchor over the same backlog.
+struct SideBySide<'a> {
+    perf: f64,
+    streams: (&'a Processed, &'a Latency),
+    runs_journal: &'a Processed,
+    default: (&'a Processed, &'a Latency),
+}
+
+impl SideBySide<'_> {
+    fn print(&self, observations: usize) {
+        let ks = self.streams.0.rate;
+        println!(
+            "\nside by side (one run, same broker, the same published backlog of {observations} observations):\n  \
+             {:<46} {:>14} {:>8} {:>9} {:>9} {:>18}",
+            "", "observations/s", "% of 1", "× Streams", "peak RSS", "latency p50 / p99"
+        );
+        let row = |what: &str, rate: f64, rss: Option<u64>, latency: Option<&Latency>| {
+            println!(
+                "  {what:<46} {rate:>14.0} {:>7.0}% {:>8.2}× {:>9} {:>18}",
+                100.0 * rate / self.perf,
+                rate / ks,
+                rss.map_or(String::new(), |b| format!("{:.0} MiB", b as f64 / 1_048_576.0)),
+                latency.map_or(String::new(), |l| format!("{:.0} / {:.0} ms", l.p50, l.p99))
+            )
+        };
+        row("ProducerPerformance (the broker's ceiling)", self.perf, None, None);
+        row(
+            "Kafka Streams anchor, exactly_once_v2",
+            ks,
+            Some(self.streams.0.peak_rss_bytes),
+            Some(self.streams.1),
+        );
+        row(
+            "kubefacts process, [runs] + [journal]",
+            self.runs_journal.rate,
+            Some(self.runs_journal.peak_rss_bytes),
+            None,
+        );
+        row(
+            "kubefacts process, the default pipeline",
+            self.default.0.rate,
+            Some(self.default.0.peak_rss_bytes),
+            Some(self.default.1),
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 4. and 5. In memory
 
@@ -884,9 +1198,12 @@ fn in_memory(codec: &Codec, config: &PipelineConfig, stages: &[StageConfig], obs
             jobs_store_bytes = bytes;
         }
     }
+    // Records with a value: forwarded stream time (a heartbeat header, no value) is no run
+    // and no window.
     let bytes = |topic: &str| -> (usize, usize) {
         logs.get(&config.topics.full(topic)).map_or((0, 0), |t| {
-            (t.len(), t.partitions.iter().flatten().map(|r| r.value.as_ref().map_or(0, Vec::len)).sum())
+            let records = t.partitions.iter().flatten().filter_map(|r| r.value.as_ref());
+            records.fold((0, 0), |(n, b), v| (n + 1, b + v.len()))
         })
     };
     let (runs_filed, _) = bytes(&config.topics.job_run_facts);

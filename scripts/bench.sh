@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark suite: ./scripts/bench.sh [-- --profile small|medium --seed N --hours H --no-scaling --latency-only]
 #
-# Starts the real broker on loopback (scripts/infra/up.sh), runs `cargo bench --bench suite`
+# Starts the real broker on loopback (scripts/infra/up.sh, which also builds the suite's Kafka
+# Streams anchor, benches/anchors/kafka-streams), runs `cargo bench --bench suite`
 # (benches/suite.rs: ProducerPerformance, publish, process exactly once with latency, the
 # in-memory driver, memory, state, restore, and the scaling from small to large), and stops
 # the broker on exit whatever happens. Figures are printed and written as JSON under

