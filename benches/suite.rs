@@ -57,29 +57,33 @@ const SCALING_HOURS: u32 = 3;
 /// The offered load of the latency measurement, observations/s.
 const LATENCY_LOAD_PER_SEC: f64 = 10_000.0;
 
-/// The default pipeline's `[runs]` stage without `[journal]` (its repartition output is
-/// written and not read).
-const RUNS_ALONE: &str = r#"
+/// The default pipeline's `[runs]` stage (a macro, so the constants below can join it).
+macro_rules! runs_stage {
+    () => {
+        r#"
 [[process.stages]]
 processor = "runs"
 inputs = ["topics.jobs", "topics.pods"]
 globals = ["topics.jobs"]
 outputs = ["topics.job_run_facts", "topics.journal_repartition", "topics.cleanup_decisions"]
-"#;
+"#
+    };
+}
+
+/// The default pipeline's `[runs]` stage without `[journal]` (its repartition output is
+/// written and not read).
+const RUNS_ALONE: &str = runs_stage!();
 
 /// `[runs]` and `[journal]` of the default pipeline alone: the work the Kafka Streams anchor
 /// does the same shape of.
-const RUNS_AND_JOURNAL: &str = r#"
-[[process.stages]]
-processor = "runs"
-inputs = ["topics.jobs", "topics.pods"]
-globals = ["topics.jobs"]
-outputs = ["topics.job_run_facts", "topics.journal_repartition", "topics.cleanup_decisions"]
-[[process.stages]]
+const RUNS_AND_JOURNAL: &str = concat!(
+    runs_stage!(),
+    r#"[[process.stages]]
 processor = "journal"
 inputs = ["topics.journal_repartition"]
 outputs = ["topics.job_runs"]
-"#;
+"#
+);
 
 /// The anchor's run facts, under the pipeline's prefix (benches/anchors/kafka-streams).
 const STREAMS_FACTS: &str = "anchor.job-run-facts";
@@ -226,14 +230,16 @@ fn main() {
     let runs_records =
         (inputs.inputs.topic(InputTopic::Jobs).len() + inputs.inputs.topic(InputTopic::Pods).len()) as i64;
     let limit_secs = if args.benching { 900 } else { 180 };
-    let processed = process_backlog(
+    // A backlog run of `inst`, and the runs it filed on `facts`.
+    let backlog = |inst: Instance, stages: &Stages, facts: &str| {
+        let processed = process_backlog(inst, &env, stages, runs_records, limit_secs);
+        (processed, committed_records(&env, facts))
+    };
+    let (processed, filed) = backlog(
         Instance::start(&env, &pipeline, "a"),
-        &env,
         &Stages::kubefacts(&app, &topics),
-        runs_records,
-        limit_secs,
+        &topics.full(&topics.job_run_facts),
     );
-    let filed = committed_records(&env, &topics.full(&topics.job_run_facts));
     println!(
         "3. kubefacts process (runs → journal), exactly once {:>8.0} observations/s  ({:.0}% of 1; all stages caught up {:.1} s after the first commit)",
         processed.rate,
@@ -251,23 +257,17 @@ fn main() {
     let rj_pipeline = work.join(format!("{prefix}runs-journal.toml"));
     fs::write(&rj_pipeline, pipeline_toml(&prefix, "rj.", &rj_app, RUNS_AND_JOURNAL)).unwrap();
     let rj_topics = PipelineConfig::load(&rj_pipeline).unwrap().topics;
-    let runs_journal = process_backlog(
+    let (runs_journal, rj_filed) = backlog(
         Instance::start(&env, &rj_pipeline, "rj"),
-        &env,
         &Stages::kubefacts(&rj_app, &rj_topics),
-        runs_records,
-        limit_secs,
+        &rj_topics.full(&rj_topics.job_run_facts),
     );
-    let rj_filed = committed_records(&env, &rj_topics.full(&rj_topics.job_run_facts));
     let ks_app = format!("{app}-streams");
-    let streams = process_backlog(
+    let (streams, ks_filed) = backlog(
         Instance::start_streams(&env, &config, &prefix, &ks_app),
-        &env,
         &Stages::streams(&ks_app, &topics),
-        runs_records,
-        limit_secs,
+        &format!("{prefix}{STREAMS_FACTS}"),
     );
-    let ks_filed = committed_records(&env, &format!("{prefix}{STREAMS_FACTS}"));
     println!(
         "   … [runs] + [journal] alone, exactly once          {:>8.0} observations/s  ({:.0}% of 1; caught up {:.1} s after the first commit)",
         runs_journal.rate,
