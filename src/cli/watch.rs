@@ -10,6 +10,7 @@ use clap::Args;
 use crate::{
     config::PipelineConfig,
     metrics::{Metrics, MetricsServer},
+    observe::{Observer, model::Source},
     watch::{Publisher, WatchStats, watcher},
 };
 
@@ -89,7 +90,12 @@ pub(super) async fn run(args: WatchArgs) -> anyhow::Result<()> {
         tracing::info!("stopping: releasing the lease");
         stop_tx.send_replace(true);
     });
-    watcher::run(client, &config, &config.watch, &identity, &mut publisher, Arc::clone(&stats), stop).await?;
+    // What the watcher publishes as: this cluster, this instance; the epoch is set by each
+    // term's first relist.
+    let source = Source { cluster: config.cluster.clone(), instance: identity.clone(), epoch: 0 };
+    let observer = Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
+    watcher::run(client, &observer, &config.watch, &identity, &mut publisher, Arc::clone(&stats), stop)
+        .await?;
     publisher.flush().await?;
     eprintln!(
         "watch: {} records published, {} heartbeats, {} leadership terms",

@@ -162,7 +162,7 @@ enum Forget {
 
 /// The admission state machine: feed it every entry in observation order; it returns the
 /// entries to publish.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Admission {
     cfg: AdmissionConfig,
     /// Namespace name → opted out.

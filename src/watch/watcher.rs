@@ -43,8 +43,7 @@ use super::{
     leader::{self, LeaderConfig, Leadership},
 };
 use crate::{
-    config::PipelineConfig,
-    observe::{AdmissionCounts, Observer, model::Source},
+    observe::{AdmissionCounts, Observer},
     trace::{KubeObject, TraceEntry, TraceEvent},
 };
 
@@ -143,10 +142,12 @@ const REAP_INTERVAL_MS: u64 = 20;
 /// The kinds in start order; each starts once the one before has listed.
 const ORDER: [&str; 5] = ["Namespace", "CronJob", "Job", "Pod", "Lease"];
 
-/// Runs until `stop`: elects, and while leading, watches and publishes.
+/// Runs until `stop`: elects, and while leading, watches and publishes what `observer`
+/// makes of it (each term starts from a copy of `observer` as given: epoch 0, no heartbeat
+/// seen, admission counted from zero).
 pub async fn run(
     client: Client,
-    pipeline: &PipelineConfig,
+    observer: &Observer,
     cfg: &WatchConfig,
     identity: &str,
     publisher: &mut Publisher,
@@ -187,9 +188,8 @@ pub async fn run(
         tracing::info!(%identity, epoch_floor = floor, "leading: relisting and publishing");
         let term = lead(
             &client,
-            pipeline,
+            observer,
             cfg,
-            identity,
             publisher,
             &stats,
             &epochs,
@@ -215,9 +215,8 @@ pub async fn run(
 #[allow(clippy::too_many_arguments)]
 async fn lead(
     client: &Client,
-    pipeline: &PipelineConfig,
+    observer: &Observer,
     cfg: &WatchConfig,
-    identity: &str,
     publisher: &mut Publisher,
     stats: &Arc<WatchStats>,
     epochs: &Epochs,
@@ -225,9 +224,7 @@ async fn lead(
     stop: &mut watch::Receiver<bool>,
     counted: &mut AdmissionCounts,
 ) -> Result<bool, WatchError> {
-    let source = Source { cluster: pipeline.cluster.clone(), instance: identity.to_owned(), epoch: 0 };
-    let mut observer =
-        Observer::new(source, pipeline.minimize.clone()).with_admission(pipeline.admission.clone());
+    let mut observer = observer.clone();
     let (tx, mut rx) = mpsc::channel::<(i64, Msg)>(1_024);
     let mut groups = JoinSet::new();
     let mut started = 0;
