@@ -9,6 +9,7 @@
 //! * [`observe`] — minimization (an allowlist), admission (the opt-out) and keys: what
 //!   the watcher publishes.
 //! * [`watch`] — publishing observations to Kafka.
+//! * [`facts`] — the run facts `[runs]` files and later stages read.
 //! * [`coverage`] — `[coverage]`: lease coverage and overdue CronJobs.
 //! * [`alerts`] — `kubefacts alerts`: coverage alerts forwarded to Alertmanager.
 //! * [`runtime`] — the exactly-once processor runtime and its in-memory driver.
@@ -23,6 +24,7 @@ pub mod cli;
 pub mod codec;
 pub mod config;
 pub mod coverage;
+pub mod facts;
 pub mod journal;
 pub mod metrics;
 pub mod observe;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::journal::{RunOwner, RunResult};
+use crate::facts::{RunOwner, RunResult};
 
 /// Identity of a Job to remove (`io.kubefacts.v1.JobRef`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

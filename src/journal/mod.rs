@@ -1,13 +1,15 @@
 //! The job-run journal (DESIGN §5.1): every finished Job becomes one run fact.
 //!
-//! * [`model`] — the output records.
+//! * [`model`] — the run facts ([`crate::facts`]).
 //! * [`runs`] — `[runs]`: Jobs and their Pods (keyed by Job UID) → one [`JobRun`] per
 //!   finished Job, with its container exit breakdown; also re-keyed by window for the journal.
 //! * [`tracked`] — how `[runs]` keeps a Job in state: trimmed once filed, binary UIDs.
 //! * [`window`] — `[journal]`: runs filed into tumbling windows on `job-runs.v1`.
 
 mod datum;
-pub mod model;
+mod finish;
+/// The run facts, which live in [`crate::facts`] (shared with `[coverage]` and cleanup).
+pub use crate::facts as model;
 pub mod runs;
 mod tracked;
 pub mod window;

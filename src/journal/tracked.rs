@@ -15,11 +15,11 @@ use crate::observe::model::{ConditionStatus, Job, JobSpec, JobStatus, ObjectMeta
 /// Clears what nothing reads once `job`'s run is filed. What the sweep and the decision
 /// read stays: namespace, name, UID, deletion time, owner, TTL, suspension, completion time
 /// and the True `Complete`/`Failed` conditions (the reason only on `Failed`), so
-/// [`super::runs::finish`] gives the same result, finish time and reason as before; the
+/// [`super::finish::finish`] gives the same result, finish time and reason as before; the
 /// creation time stays only where it stands in for a missing finish time. A Job that is not
 /// finished (which a filed Job cannot become again) keeps its conditions.
 pub fn trim_filed(job: &mut Job) {
-    let finish = super::runs::finish(job);
+    let finish = super::finish::finish(job);
     let creation = job.meta.creation_timestamp.take();
     let meta = &mut job.meta;
     meta.resource_version = None;
@@ -46,7 +46,7 @@ pub fn trim_filed(job: &mut Job) {
         conditions: std::mem::take(&mut status.conditions),
         ..JobStatus::default()
     };
-    if super::runs::finish(job) != finish {
+    if super::finish::finish(job) != finish {
         job.meta.creation_timestamp = creation;
     }
 }

@@ -1,5 +1,6 @@
-//! Typed mirrors of the journal's output records (`schemas/job-run.avsc`,
-//! `job-run-window.avsc`, `job-run-window-key.avsc`), encoded with serde like every
+//! The run facts (`schemas/job-run.avsc`): one finished Job, as `[runs]` files it and
+//! `[journal]`, `[coverage]` and the cleanup decisions read it. Shared by those stages,
+//! so it sits below them (docs/ARCHITECTURE.md, "Layers"). Encoded with serde like every
 //! typed record (BTreeMap/Vec only, so encodings are byte-deterministic).
 
 use serde::{Deserialize, Serialize};
