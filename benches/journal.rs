@@ -17,8 +17,8 @@ use kubefacts::{
     cleanup::CleanupDecision,
     codec::{Codec, Framing, RecordWriter},
     journal::{JobRun, JobRunWindow, JobRunWindowKey, Journal, JournalConfig, Runs, runs::RunsConfig},
-    observe::{InputTopic, MinimizeConfig, Observer, model::Source},
-    runtime::driver::{self, MemInputs, MemTopic, OutputTopics},
+    observe::{InputTopic, MinimizeConfig, Observer, memory::MemInputs, model::Source},
+    runtime::driver::{self, MemTopic, OutputTopics},
 };
 use synthetic::synthetic_trace;
 

@@ -6,8 +6,7 @@
 use kubefacts::{
     codec::Codec,
     config::PipelineConfig,
-    observe::{InputTopic, Observer, model::Source},
-    runtime::driver::MemInputs,
+    observe::{InputTopic, Observer, memory::MemInputs, model::Source},
     trace::TraceEntry,
 };
 

@@ -23,8 +23,7 @@ pub struct CleanupConfig {
     pub dependency_annotation: String,
 }
 
-/// The annotation a Job declares its dependencies with, by default.
-pub const DEFAULT_DEPENDENCY_ANNOTATION: &str = "kubefacts.io/depends-on";
+pub use crate::observe::annotations::DEFAULT_DEPENDENCY_ANNOTATION;
 
 /// Longest accepted `job_retention_secs` (one year): anything longer is a typo in units.
 pub const MAX_RETENTION_SECS: i64 = 366 * 24 * 3600;

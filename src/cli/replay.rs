@@ -20,8 +20,9 @@ use crate::{
         json::{Timestamps, to_json},
     },
     config::PipelineConfig,
+    observe::memory::MemInputs,
     observe::{Observer, model::Source},
-    runtime::driver::{MemInputs, MemTopic},
+    runtime::driver::MemTopic,
 };
 
 use super::{

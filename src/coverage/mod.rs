@@ -30,10 +30,10 @@ use schedule::Schedule;
 
 use crate::{
     codec::{Codec, CodecError},
-    journal::model::{JobRun, OwnerKind, RunResult},
-    observe::{CronJobObservation, LeaseObservation, ObservationEvent},
+    facts::{JobRun, OwnerKind, RunResult},
+    observe::{CronJobObservation, LeaseObservation, ObservationEvent, shape},
     runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime, admit,
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
         store::{KvStore, StateStore},
     },
 };
@@ -42,9 +42,7 @@ use crate::{
 /// warehouse joins alerts and runs on one spelling.
 pub const SUBJECT_KIND: &str = "CRONJOB";
 
-/// The annotation that overrides a CronJob's expected interval (a duration such as `2h`,
-/// `90m`, `1d`): progress is then due that long after the last, schedule ignored.
-pub const EXPECTED_INTERVAL_ANNOTATION: &str = "kubefacts.io/expected-interval";
+pub use crate::observe::annotations::EXPECTED_INTERVAL_ANNOTATION;
 
 /// Which finished runs count as progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -194,8 +192,8 @@ impl DecodeInput for CoverageInput {
     fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
         match self {
             CoverageInput::Run(_) => Ok(()),
-            CoverageInput::CronJob(o) => admit::cronjob_shape(o).check(key, time_header),
-            CoverageInput::Lease(o) => admit::lease_shape(o).check(key, time_header),
+            CoverageInput::CronJob(o) => shape::cronjob_shape(o).check(key, time_header),
+            CoverageInput::Lease(o) => shape::lease_shape(o).check(key, time_header),
         }
     }
 }

@@ -10,10 +10,10 @@ use super::{
 };
 use crate::{
     codec::{Codec, Framing, RecordWriter},
-    observe::{InputTopic, MinimizeConfig, Observer, model::Source},
+    observe::{InputTopic, MinimizeConfig, Observer, memory::MemInputs, model::Source},
     runtime::{
         OutputPort,
-        driver::{self, MemInputs, MemTopic, OutputTopics},
+        driver::{self, MemTopic, OutputTopics},
     },
     trace,
 };

@@ -11,11 +11,11 @@ use k8s_openapi::api::{batch::v1 as batch, coordination::v1 as coordination, cor
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde::{Deserialize, Serialize};
 
-use super::ObserveError;
 use super::model::{
     ConditionStatus, ContainerObservation, ContainerTermination, CronJob, CronJobStatus, Job, JobCondition,
     JobSpec, JobStatus, Lease, ObjectMeta, OwnerReference, Pod, PodIdentity, PodPhase, Session,
 };
+use super::{ObserveError, annotations};
 use crate::trace::SessionRecord;
 
 /// The default session label: a Pod carrying it belongs to the session it names.
@@ -39,12 +39,11 @@ impl Default for MinimizeConfig {
     fn default() -> Self {
         Self {
             label_keys: vec![DEFAULT_SESSION_LABEL.to_owned()],
-            // `[cleanup]` reads it: a Job's declared dependencies.
+            // What `[cleanup]`, `[coverage]` and `[sessions]` read.
             annotation_keys: vec![
-                crate::cleanup::policy::DEFAULT_DEPENDENCY_ANNOTATION.to_owned(),
-                crate::coverage::EXPECTED_INTERVAL_ANNOTATION.to_owned(),
-                // `[sessions]` reads it: the session Pod's main container.
-                crate::sessions::project::DEFAULT_CONTAINER_ANNOTATION.to_owned(),
+                annotations::DEFAULT_DEPENDENCY_ANNOTATION.to_owned(),
+                annotations::EXPECTED_INTERVAL_ANNOTATION.to_owned(),
+                annotations::DEFAULT_CONTAINER_ANNOTATION.to_owned(),
             ],
             session_label: DEFAULT_SESSION_LABEL.to_owned(),
         }

@@ -18,12 +18,16 @@
 //! | SNAPSHOT_BEGIN/END | every watched topic (not sessions) | none: written to every partition |
 
 pub mod admission;
+pub mod annotations;
 mod datum;
 mod error;
+pub mod memory;
 pub mod minimize;
 pub mod model;
+pub mod shape;
 #[cfg(test)]
 mod tests;
+pub mod topics;
 
 use serde::Serialize;
 
@@ -37,7 +41,7 @@ pub use model::{
 
 use crate::{
     codec::{CodecError, RecordWriter},
-    config::TopicsConfig,
+    observe::topics::TopicsConfig,
     trace::{KubeObject, TraceEntry, TraceEvent},
 };
 
@@ -343,7 +347,7 @@ fn markers(topics: &[InputTopic], source: &Source, at: i64, event: ObservationEv
 /// `source.epoch` (it never decreases), so every record after it carries the new epoch;
 /// [`Observer::admit`] passes every entry through the [`Admission`] gate first. What the
 /// watcher, `publish`, `replay` and `demo` step through their input with.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Observer {
     source: Source,
     cfg: MinimizeConfig,

@@ -357,30 +357,8 @@ impl LeaseObservation {
     pub const FULL_NAME: &str = "io.kubefacts.v1.LeaseObservation";
 }
 
-/// A session's state in the host application (`io.kubefacts.v1.SessionState`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum SessionState {
-    /// A newer writer's symbol, or a state the producer cannot map.
-    #[default]
-    Unknown,
-    /// Created; not terminal.
-    Created,
-    /// Starting; not terminal.
-    Starting,
-    /// Running; not terminal.
-    Running,
-    /// Waiting on a user; not stopped.
-    WaitingForInput,
-    /// Idle; not terminal.
-    Idle,
-    /// Terminal.
-    Completed,
-    /// Terminal.
-    Failed,
-    /// Terminal.
-    Cancelled,
-}
+/// A session's state (defined with the trace format, which carries it too).
+pub use crate::trace::SessionState;
 
 /// Identity of the Pod a session runs in (`io.kubefacts.v1.PodIdentity`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

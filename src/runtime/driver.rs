@@ -124,61 +124,6 @@ impl MemTopic {
     }
 }
 
-/// The input topics in memory, filled with observations as the publisher writes them:
-/// single-object encoded, keyed records on their murmur2 partition, markers and heartbeats
-/// on every partition. What `replay`, the processor tests and benchmarks feed the driver.
-#[derive(Debug)]
-pub struct MemInputs {
-    topics: Vec<(crate::observe::InputTopic, RecordWriter, MemTopic)>,
-}
-
-impl MemInputs {
-    /// Empty input topics named by `names`, each with `partitions` partitions.
-    pub fn new(
-        codec: &Codec,
-        names: &crate::config::TopicsConfig,
-        partitions: i32,
-    ) -> Result<Self, crate::codec::CodecError> {
-        let mut topics = Vec::new();
-        for topic in crate::observe::InputTopic::ALL {
-            let known = codec.schemas().current(topic.full_name())?;
-            let writer = RecordWriter::new(
-                known,
-                crate::codec::Framing::SingleObject { fingerprint: known.fingerprint },
-            )?;
-            topics.push((topic, writer, MemTopic::new(topic.topic_name(names), partitions)));
-        }
-        Ok(Self { topics })
-    }
-
-    /// Appends one observation to its topic.
-    pub fn push(&mut self, obs: &crate::observe::Observation) -> Result<(), crate::codec::CodecError> {
-        let (_, writer, log) =
-            self.topics.iter_mut().find(|(t, _, _)| *t == obs.topic).expect("every input topic");
-        let bytes = obs.record.encode(writer)?;
-        log.produce_record(LogRecord {
-            key: obs.key.as_deref().map(|k| k.as_bytes().to_vec()),
-            value: Some(bytes),
-            timestamp_ms: obs.record.observed_at(),
-            heartbeat: false,
-            // As the publisher marks it: a watcher heartbeat carries the heartbeat header.
-            beat: obs.record.event() == crate::observe::ObservationEvent::Heartbeat,
-            writer: Writer::SOLE,
-        });
-        Ok(())
-    }
-
-    /// One input topic.
-    pub fn topic(&self, topic: crate::observe::InputTopic) -> &MemTopic {
-        &self.topics.iter().find(|(t, _, _)| *t == topic).expect("every input topic").2
-    }
-
-    /// The topics, in [`crate::observe::InputTopic::ALL`] order.
-    pub fn into_topics(self) -> Vec<MemTopic> {
-        self.topics.into_iter().map(|(_, _, t)| t).collect()
-    }
-}
-
 /// Why a driver run could not start.
 #[derive(Debug, Error)]
 #[non_exhaustive]

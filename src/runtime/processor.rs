@@ -45,7 +45,7 @@ pub trait DecodeInput: Sized + Send + Clone {
     ) -> impl Future<Output = Result<Self, CodecError>> + Send;
 
     /// Whether the decoded record keeps its topic's contract, given its key and whether it
-    /// carries the heartbeat header ([`super::admit::ObservationShape`] for observations).
+    /// carries the heartbeat header (`observe::shape::ObservationShape` for observations).
     /// A record that does not is dead-lettered with the reason, carrying no time.
     fn check(&self, _key: Option<&[u8]>, _time_header: bool) -> Result<(), ProcessError> {
         Ok(())

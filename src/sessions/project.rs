@@ -24,15 +24,15 @@ use crate::{
     observe::{
         ObservationEvent, PodObservation, SessionObservation,
         model::{ContainerObservation, Pod, PodPhase, Session},
+        shape,
     },
     runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime, admit,
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
         store::{KvStore, StateStore},
     },
 };
 
-/// The annotation kubectl reads to pick a Pod's default container.
-pub const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";
+pub use crate::observe::annotations::DEFAULT_CONTAINER_ANNOTATION;
 
 /// Settings of `[sessions]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,8 +123,8 @@ impl DecodeInput for SessionsInput {
 
     fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
         match self {
-            SessionsInput::Session(o) => admit::session_shape(o).check(key, time_header),
-            SessionsInput::Pod(o) => admit::pod_shape(o).check(key, time_header),
+            SessionsInput::Session(o) => shape::session_shape(o).check(key, time_header),
+            SessionsInput::Pod(o) => shape::pod_shape(o).check(key, time_header),
         }
     }
 }

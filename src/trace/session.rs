@@ -2,7 +2,30 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-pub use crate::observe::model::SessionState;
+/// A session's state in the host application (`io.kubefacts.v1.SessionState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SessionState {
+    /// A newer writer's symbol, or a state the producer cannot map.
+    #[default]
+    Unknown,
+    /// Created; not terminal.
+    Created,
+    /// Starting; not terminal.
+    Starting,
+    /// Running; not terminal.
+    Running,
+    /// Waiting on a user; not stopped.
+    WaitingForInput,
+    /// Idle; not terminal.
+    Idle,
+    /// Terminal.
+    Completed,
+    /// Terminal.
+    Failed,
+    /// Terminal.
+    Cancelled,
+}
 
 /// A host application's session state change (the payload of `sessions.v1`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

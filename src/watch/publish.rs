@@ -23,7 +23,7 @@ use thiserror::Error;
 
 use crate::{
     codec::{Codec, CodecError, RecordWriter},
-    config::TopicsConfig,
+    observe::topics::TopicsConfig,
     observe::{InputTopic, Observation},
     runtime::{HEARTBEAT_HEADER, partitioner::partition_for_key},
     telemetry,
