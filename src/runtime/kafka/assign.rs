@@ -1,0 +1,302 @@
+//! Assignments and rebalances: the rebalance log the consumer's callbacks fill, the tasks an
+//! assignment creates (restored from their changelogs) and drops, and their gate lanes.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex, atomic::Ordering},
+    time::{Duration, Instant},
+};
+
+use rdkafka::{
+    ClientContext, Offset, TopicPartitionList,
+    consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance},
+};
+
+use super::{
+    RuntimeError, config::RuntimeConfig, kafka, read::Pending, restore::restore, stats::RuntimeStats,
+};
+use crate::{
+    codec::{Codec, CodecError, RecordWriter},
+    runtime::{
+        clock::{Gate, Writer},
+        processor::{Outputs, Processor},
+        task::Task,
+    },
+};
+
+/// Rebalance events, recorded by the consumer's callbacks (which run inside `poll`) and
+/// applied by the loop between transactions.
+#[derive(Default, Clone)]
+pub(super) struct RebalanceLog {
+    events: Arc<Mutex<Vec<RebalanceEvent>>>,
+}
+
+enum RebalanceEvent {
+    Assigned(Vec<(String, i32)>),
+    Revoked(Vec<(String, i32)>),
+}
+
+impl ClientContext for RebalanceLog {}
+
+impl ConsumerContext for RebalanceLog {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            self.events.lock().expect("rebalance log").push(RebalanceEvent::Revoked(pairs(tpl)));
+        }
+    }
+
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            self.events.lock().expect("rebalance log").push(RebalanceEvent::Assigned(pairs(tpl)));
+        }
+    }
+}
+
+fn pairs(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
+    tpl.elements().iter().map(|e| (e.topic().to_owned(), e.partition())).collect()
+}
+
+pub(super) struct TaskSlot<P: Processor> {
+    pub(super) task: Task<P>,
+    /// The task's lanes, merged (docs/RUNTIME.md, "Stream time").
+    pub(super) gate: Gate<Pending<P::Input>>,
+    /// Per co-partitioned input: the offset after the last record read from it (`None`
+    /// before the first); what is committed when nothing of it is buffered.
+    pub(super) read_next: Vec<Option<i64>>,
+    /// Next offset to buffer per global lane (global records reach every task; a task
+    /// skips what it already has or already processed).
+    pub(super) lane_next: Vec<i64>,
+    /// Per co-partitioned input: the offset last committed (`None`: not by this task).
+    pub(super) committed: Vec<Option<i64>>,
+}
+
+impl<P: Processor> TaskSlot<P> {
+    /// What to commit per co-partitioned input: the lowest offset still buffered (a
+    /// multi-writer partition is released out of offset order; its writers' positions in
+    /// the task's stream-time store say what above it was processed), else the consumer's
+    /// position — past what was read, records read again after a restore and dropped, and
+    /// the transaction markers a stage's output topic holds (committing only past the last
+    /// record would leave the lag at one marker forever).
+    pub(super) fn commit_offsets(&self, position: impl Fn(usize) -> Option<i64>) -> Vec<Option<i64>> {
+        (self.read_next.iter().enumerate())
+            .map(|(input, next)| {
+                let next = (*next)?;
+                Some(
+                    self.gate
+                        .first_offset(input)
+                        .unwrap_or_else(|| position(input).unwrap_or(next).max(next)),
+                )
+            })
+            .collect()
+    }
+
+    /// Whether a transaction has something to do: a record to release, or an offset to
+    /// move past records that need no processing.
+    pub(super) fn has_work(&self, position: impl Fn(usize) -> Option<i64>) -> bool {
+        self.gate.ready(self.task.stream_time()) || self.commit_offsets(position) != self.committed
+    }
+}
+
+/// The lanes of a task's gate: one per co-partitioned input, then one per partition of
+/// each global input.
+#[derive(Debug, Clone)]
+pub(super) struct Lanes {
+    pub(super) inputs: usize,
+    /// (input index, partition) of each global lane, in lane order.
+    pub(super) globals: Vec<(usize, i32)>,
+    /// Whether each lane is timed (untimed: a co-partitioned input declared so).
+    pub(super) timed: Vec<bool>,
+    /// Whether each lane is checked against the heartbeats that follow its records.
+    pub(super) checked: Vec<bool>,
+}
+
+impl Lanes {
+    pub(super) fn global_lane(&self, input: usize, partition: i32) -> Option<usize> {
+        self.globals.iter().position(|&(i, p)| i == input && p == partition)
+    }
+}
+
+/// Waits until no transaction that commits offsets for these partitions is pending.
+///
+/// A member that lost its partitions (a session timeout while it was paused) may still
+/// hold an open transaction carrying their offsets and changelog writes, and may yet
+/// commit it. Restoring before that transaction ends would read the changelog without its
+/// writes while the consumer later starts after its offsets: state and position would
+/// disagree. A read_committed consumer's offset fetch asks for stable offsets (KIP-447),
+/// and librdkafka retries until the pending transaction commits, aborts or times out.
+fn wait_for_stable_offsets(
+    consumer: &BaseConsumer<RebalanceLog>,
+    cfg: &RuntimeConfig,
+    partitions: &[i32],
+) -> Result<(), RuntimeError> {
+    if partitions.is_empty() {
+        return Ok(());
+    }
+    let mut tpl = TopicPartitionList::new();
+    for topic in &cfg.inputs {
+        for &p in partitions {
+            tpl.add_partition(topic, p);
+        }
+    }
+    // The broker aborts a transaction after its timeout, so this wait is bounded by it.
+    let timeout = Duration::from_millis(cfg.transaction_timeout_ms.saturating_mul(2) + 30_000);
+    let started = Instant::now();
+    consumer.committed_offsets(tpl, timeout).map_err(kafka("waiting for stable committed offsets"))?;
+    let waited_ms = started.elapsed().as_millis() as u64;
+    if waited_ms > 1_000 {
+        tracing::info!(?partitions, waited_ms, "waited for a pending transaction of the previous owner");
+    }
+    Ok(())
+}
+
+/// Moves every assigned partition back to its committed offset (after an abort).
+pub(super) fn rewind(consumer: &BaseConsumer<RebalanceLog>) -> Result<(), RuntimeError> {
+    let committed =
+        consumer.committed(Duration::from_secs(30)).map_err(kafka("reading committed offsets"))?;
+    for e in committed.elements() {
+        let offset = match e.offset() {
+            Offset::Offset(o) => Offset::Offset(o),
+            _ => Offset::Beginning,
+        };
+        consumer
+            .seek(e.topic(), e.partition(), offset, Duration::from_secs(30))
+            .map_err(kafka("rewinding"))?;
+    }
+    Ok(())
+}
+
+/// Everything needed to create tasks: built once per instance, so creating tasks after a
+/// rebalance or an abort is one call.
+pub(super) struct TaskFactory<'a, F, W> {
+    pub(super) cfg: &'a RuntimeConfig,
+    pub(super) codec: &'a Codec,
+    pub(super) stats: &'a RuntimeStats,
+    pub(super) make: F,
+    /// Builds one set of output writers (registers schemas when a registry is used).
+    pub(super) writers: W,
+    /// Key writers per port (for ports keyed by Avro records), copied into each task.
+    pub(super) key_writers: Vec<Option<RecordWriter>>,
+    pub(super) output_partitions: Vec<i32>,
+    /// Output ports that carry the tasks' stream time, with their periods.
+    pub(super) forward: Vec<(usize, i64)>,
+    pub(super) lanes: Lanes,
+    /// Writers of a dropped task, reused by the next one created.
+    pub(super) spare: Option<Vec<RecordWriter>>,
+}
+
+impl<F, W> TaskFactory<'_, F, W>
+where
+    W: Fn(&Codec) -> Result<Vec<RecordWriter>, CodecError>,
+{
+    /// Drops a task, keeping its writers for the next one.
+    pub(super) fn recycle<P: Processor>(&mut self, slot: TaskSlot<P>) {
+        self.spare = Some(slot.task.into_writers());
+    }
+
+    /// Applies the rebalances recorded since the last call; true if tasks changed.
+    pub(super) fn apply_rebalances<P: Processor>(
+        &mut self,
+        log: &RebalanceLog,
+        consumer: &BaseConsumer<RebalanceLog>,
+        tasks: &mut BTreeMap<i32, TaskSlot<P>>,
+    ) -> Result<bool, RuntimeError>
+    where
+        F: FnMut(i32) -> P,
+    {
+        let events = std::mem::take(&mut *log.events.lock().expect("rebalance log"));
+        let changed = !events.is_empty();
+        for event in events {
+            match event {
+                RebalanceEvent::Revoked(parts) => {
+                    for (_, partition) in parts {
+                        if let Some(slot) = tasks.remove(&partition) {
+                            tracing::info!(partition, "task revoked");
+                            self.recycle(slot);
+                        }
+                    }
+                }
+                RebalanceEvent::Assigned(parts) => {
+                    let mut partitions: Vec<i32> =
+                        parts.iter().map(|(_, p)| *p).filter(|p| !tasks.contains_key(p)).collect();
+                    partitions.sort_unstable();
+                    partitions.dedup();
+                    wait_for_stable_offsets(consumer, self.cfg, &partitions)?;
+                    tasks.extend(self.create(&partitions)?);
+                }
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Tasks for `partitions`, their stores restored from their changelogs (one restore
+    /// consumer for all of them: its start-up, not the records, dominates small restores).
+    pub(super) fn create<P: Processor>(
+        &mut self,
+        partitions: &[i32],
+    ) -> Result<Vec<(i32, TaskSlot<P>)>, RuntimeError>
+    where
+        F: FnMut(i32) -> P,
+    {
+        let (cfg, lanes, stats) = (self.cfg, &self.lanes, self.stats);
+        let mut tasks = Vec::with_capacity(partitions.len());
+        for &partition in partitions {
+            let w = match self.spare.take() {
+                Some(w) => w,
+                None => (self.writers)(self.codec)?,
+            };
+            let keys = self.key_writers.iter().map(|k| k.as_ref().map(RecordWriter::try_clone).transpose());
+            let out = Outputs::new(w, self.output_partitions.clone())
+                .with_key_writers(keys.collect::<Result<_, _>>()?);
+            let mut task =
+                Task::new(partition, (self.make)(partition), out).forwarding(self.forward.iter().copied());
+            if !lanes.globals.is_empty() {
+                task = task.with_globals(lanes.inputs);
+            }
+            tasks.push(task);
+        }
+        // (changelog topic, partition) → (task index, store index)
+        let mut sources: HashMap<(String, i32), (usize, usize)> = HashMap::new();
+        for (t, task) in tasks.iter_mut().enumerate() {
+            for (store, name) in task.store_names().iter().enumerate() {
+                sources.insert((cfg.changelog_topic(name), task.partition()), (t, store));
+            }
+        }
+        let started = Instant::now();
+        stats.restoring_tasks.fetch_add(tasks.len() as u64, Ordering::Relaxed);
+        let restored =
+            restore(cfg, stats, &sources, |(t, store), key, value| tasks[t].restore(store, key, value));
+        stats.restoring_tasks.fetch_sub(tasks.len() as u64, Ordering::Relaxed);
+        let applied = restored?;
+        let ms = started.elapsed().as_millis() as u64;
+        stats.restore_ms.fetch_add(ms, Ordering::Relaxed);
+        tracing::info!(?partitions, restored = applied, ms, "tasks assigned and restored");
+        Ok(tasks
+            .into_iter()
+            .map(|task| {
+                let lane_next =
+                    lanes.globals.iter().map(|&(input, q)| task.global_position(input, q)).collect();
+                let mut gate = Gate::new(lanes.timed.iter().copied())
+                    .checking(lanes.checked.iter().copied(), cfg.rules.max_ahead_ms);
+                // Multi-writer lanes go on where the restored state stands (their partitions
+                // are processed out of offset order: the committed offset is not enough).
+                for p in task.lane_positions() {
+                    gate.resume(p.input, p.writer, p.next_offset, p.bound);
+                }
+                // Checked lanes judge their next records against the last heartbeat taken.
+                for (input, q, at) in task.lane_heartbeats() {
+                    let lane = if input < lanes.inputs {
+                        Some(input)
+                    } else {
+                        lanes.global_lane(input, q).map(|gl| lanes.inputs + gl)
+                    };
+                    if let Some(lane) = lane {
+                        gate.resume_heartbeat(lane, Writer::SOLE, at);
+                    }
+                }
+                let (read_next, committed) = (vec![None; lanes.inputs], vec![None; lanes.inputs]);
+                let slot = TaskSlot { task, gate, read_next, lane_next, committed };
+                (slot.task.partition(), slot)
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,114 @@
+//! The Kafka shell around tasks: consume → process → produce outputs, changelog writes,
+//! dead letters and input offsets in one transaction (exactly-once, DESIGN §4).
+//!
+//! The loop runs on one dedicated thread (`run_blocking`), so librdkafka's blocking
+//! transaction calls never stall the async runtime; the codec's rare registry look-ups go
+//! back to the async runtime through its handle.
+//!
+//! One iteration: poll a batch (no transaction is open while polling, so a rebalance never
+//! lands mid-transaction); apply revocations (drop the tasks and what they buffered) and
+//! assignments (create tasks, restore their stores from the changelogs up to the last
+//! stable offset); begin a transaction; feed each task its records in merge order; produce
+//! what they emitted and their store changes; send the consumed offsets with the group's
+//! metadata (which fences zombies: a member that left the group cannot commit); commit.
+//! Any failure aborts: every task is dropped and restored from its changelog, and the
+//! consumer rewinds to the committed offsets, so nothing is half-applied.
+//!
+//! The parts, by role:
+//!
+//! * `run`: the processing loop ([`run_blocking`]) and the processing of one record.
+//! * `config`: [`RuntimeConfig`] and the test-only [`Failpoint`].
+//! * `read`: a consumed record's envelope, its admission and the record waiting in a gate.
+//! * `assign`: rebalances, the tasks an assignment creates and their gate lanes.
+//! * `restore`: changelog restore.
+//! * `globals`: the reader of global inputs, shared by every task.
+//! * `transactions`: the transactional producer, what it sends and the commit.
+//! * `stats`: [`RuntimeStats`] and the consumer lag.
+//! * `spans`: the `process` and `emit` tracing spans.
+
+mod assign;
+mod config;
+mod globals;
+mod read;
+mod restore;
+mod run;
+mod spans;
+mod stats;
+mod transactions;
+
+use rdkafka::{ClientConfig, error::KafkaError};
+use thiserror::Error;
+
+pub use self::{
+    config::{Failpoint, FailpointAt, RuntimeConfig},
+    restore::QuietEof,
+    run::run_blocking,
+    stats::{RuntimeStats, TaskGauges},
+};
+pub(crate) use self::{
+    stats::lag,
+    transactions::{is_fatal, is_fenced, transactional_producer},
+};
+use crate::codec::CodecError;
+
+/// Why the runtime stopped with an error.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// A Kafka client could not be created or a call failed for good.
+    #[error("kafka: {context}: {source}")]
+    Kafka {
+        /// What was being done.
+        context: &'static str,
+        /// The client error.
+        #[source]
+        source: KafkaError,
+    },
+    /// Another instance with the same transactional id took over: this one is a zombie.
+    #[error("fenced: another instance with transactional id {transactional_id} is running; stopping")]
+    Fenced {
+        /// The transactional id.
+        transactional_id: String,
+    },
+    /// Output writers could not be set up (schema registration).
+    #[error("setting up the output writers: {0}")]
+    Codec(#[from] CodecError),
+    /// A changelog record could not be applied: the state cannot be trusted.
+    #[error("restoring {topic}[{partition}]: {source}")]
+    Restore {
+        /// The changelog topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// What was wrong.
+        #[source]
+        source: super::store::StoreError,
+    },
+    /// The topics do not exist with the partition counts the pipeline needs.
+    #[error(transparent)]
+    Topics(#[from] super::topics::TopicsError),
+}
+
+fn kafka(context: &'static str) -> impl FnOnce(KafkaError) -> RuntimeError {
+    move |source| RuntimeError::Kafka { context, source }
+}
+
+fn client_config(cfg: &RuntimeConfig) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &cfg.bootstrap);
+    c
+}
+
+/// A consumer in `group` that commits only through transactions and reads only committed
+/// records, from the earliest offset when the group has none; partitions are assigned by
+/// range, so co-partitioned topics land together.
+pub(crate) fn group_consumer_config(bootstrap: &str, group: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("auto.offset.reset", "earliest")
+        .set("partition.assignment.strategy", "range");
+    c
+}

@@ -1,0 +1,97 @@
+//! Changelog restore: a task's stores read back from their changelog topics up to the last
+//! stable offset.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::atomic::Ordering,
+    time::Duration,
+};
+
+use rdkafka::{
+    ClientContext, Message, Offset, TopicPartitionList,
+    consumer::{BaseConsumer, Consumer, ConsumerContext},
+    error::KafkaError,
+};
+
+use super::{RuntimeError, client_config, config::RuntimeConfig, kafka, stats::RuntimeStats};
+
+/// A client context that does not report PartitionEOF as an error: consumers that ask for
+/// end-of-partition events (restore, `kubefacts alerts`) get one per partition by design,
+/// and librdkafka's default context logs each as a global ERROR.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuietEof;
+
+impl ClientContext for QuietEof {
+    fn error(&self, error: KafkaError, reason: &str) {
+        // librdkafka reports it as a global error carrying the PartitionEOF code.
+        if error.rdkafka_error_code() != Some(rdkafka::types::RDKafkaErrorCode::PartitionEOF) {
+            tracing::error!(target: "librdkafka", "librdkafka: {error}: {reason}");
+        }
+    }
+}
+
+impl ConsumerContext for QuietEof {}
+
+/// Reads changelog partitions from the start to their last stable offsets, handing each
+/// record to `apply` with the destination its (topic, partition) maps to. One consumer per
+/// changelog topic, so an end-of-partition event (which names only the partition) is
+/// unambiguous.
+pub(super) fn restore(
+    cfg: &RuntimeConfig,
+    stats: &RuntimeStats,
+    sources: &HashMap<(String, i32), (usize, usize)>,
+    mut apply: impl FnMut((usize, usize), &[u8], Option<&[u8]>) -> Result<(), crate::runtime::store::StoreError>,
+) -> Result<u64, RuntimeError> {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (topic, partition) in sources.keys() {
+        by_topic.entry(topic).or_default().push(*partition);
+    }
+    let mut applied = 0;
+    for (topic, partitions) in by_topic {
+        // The restore consumer only assigns, reads to the end and goes: its group id is
+        // never joined or committed to, but librdkafka wants one.
+        let consumer: BaseConsumer<QuietEof> = client_config(cfg)
+            .set("group.id", format!("{}-restore", cfg.group_id()))
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .set("enable.partition.eof", "true")
+            .set("fetch.wait.max.ms", "10")
+            // It lives only until the end of the changelog: never pause fetching.
+            .set("fetch.queue.backoff.ms", "0")
+            .create_with_context(QuietEof)
+            .map_err(kafka("creating the restore consumer"))?;
+        // Know the leaders before assigning, or librdkafka retries the offset lookup on a
+        // 500 ms timer.
+        consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).map_err(kafka("restore metadata"))?;
+        let mut tpl = TopicPartitionList::new();
+        for &p in &partitions {
+            tpl.add_partition_offset(topic, p, Offset::Beginning).map_err(kafka("restore assignment"))?;
+        }
+        consumer.assign(&tpl).map_err(kafka("restore assignment"))?;
+        let mut pending: std::collections::BTreeSet<i32> = partitions.into_iter().collect();
+        while !pending.is_empty() {
+            match consumer.poll(Duration::from_secs(30)) {
+                Some(Ok(m)) => {
+                    let dest = sources[&(topic.to_owned(), m.partition())];
+                    apply(dest, m.key().unwrap_or_default(), m.payload()).map_err(|source| {
+                        RuntimeError::Restore { topic: topic.to_owned(), partition: m.partition(), source }
+                    })?;
+                    applied += 1;
+                    stats.restored.fetch_add(1, Ordering::Relaxed);
+                }
+                // At the last stable offset: everything committed so far is applied.
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    pending.remove(&p);
+                }
+                Some(Err(e)) => return Err(RuntimeError::Kafka { context: "restoring", source: e }),
+                None => {
+                    return Err(RuntimeError::Kafka {
+                        context: "restoring: no progress in 30 s",
+                        source: KafkaError::Global(rdkafka::types::RDKafkaErrorCode::OperationTimedOut),
+                    });
+                }
+            }
+        }
+    }
+    Ok(applied)
+}
