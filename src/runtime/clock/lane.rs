@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use super::gate::{Mark, Verdict};
+use super::mark::{Mark, Verdict};
 
 /// One buffered record.
 #[derive(Debug)]

@@ -44,12 +44,14 @@
 
 mod gate;
 mod lane;
+mod mark;
 mod writer;
 
 #[cfg(test)]
 mod tests;
 
 pub use self::{
-    gate::{Gate, HeadKey, Holding, Mark, Released, Verdict},
+    gate::{Gate, HeadKey, Holding, Released},
+    mark::{Mark, Verdict},
     writer::{WRITER_HEADER, Writer},
 };

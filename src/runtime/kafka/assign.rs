@@ -300,3 +300,19 @@ where
             .collect())
     }
 }
+
+/// Publishes the tasks' lowest stream time and their stores' entries (once per
+/// transaction and rebalance: walking the stores per record would cost too much).
+pub(super) fn set_task_gauges<P: Processor>(stats: &RuntimeStats, tasks: &mut BTreeMap<i32, TaskSlot<P>>) {
+    let lowest = tasks.values().filter_map(|s| s.task.stream_time()).min();
+    let mut entries: BTreeMap<String, u64> = BTreeMap::new();
+    for slot in tasks.values_mut() {
+        slot.task.store_sizes(|store, len| match entries.get_mut(store) {
+            Some(n) => *n += len as u64,
+            None => {
+                entries.insert(store.to_owned(), len as u64);
+            }
+        });
+    }
+    stats.set_task_gauges(lowest, entries);
+}

@@ -21,14 +21,14 @@ use tokio::runtime::Handle;
 
 use super::{
     RuntimeError,
-    assign::{Lanes, RebalanceLog, TaskFactory, TaskSlot, rewind},
+    assign::{Lanes, RebalanceLog, TaskFactory, TaskSlot, rewind, set_task_gauges},
     client_config,
     config::RuntimeConfig,
     globals::{reposition_globals, take_globals},
     group_consumer_config, kafka,
     read::{Pending, Read, admit_waiting},
     spans::{emit_span, process_span},
-    stats::{RuntimeStats, lag, set_task_gauges},
+    stats::{RuntimeStats, lag},
     transactions::{commit, fenced_or, headers, is_fatal, produce_output, send, transactional_producer},
 };
 use crate::{
