@@ -613,9 +613,8 @@ mod tests {
         let keys: Vec<&str> = topics.named().iter().map(|(k, _)| *k).collect();
         let roles: Vec<&str> = TOPIC_ROLES.iter().map(|r| r.key).collect();
         assert_eq!(keys, roles, "TOPIC_ROLES lists every [topics] key, in order");
-        use clap::ValueEnum;
-        for processor in crate::cli::stages::ProcessorName::value_variants() {
-            for port in processor.ports() {
+        for stage in &crate::pipeline::STAGES {
+            for port in stage.outputs {
                 let Some(role) = TOPIC_ROLES.iter().find(|r| r.key == port.topic) else { continue };
                 assert_eq!(port.compacted, role.kind.compacted(), "{}: port and role disagree", port.topic);
             }

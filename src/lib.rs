@@ -14,6 +14,7 @@
 //! * [`alerts`] — `kubefacts alerts`: coverage alerts forwarded to Alertmanager.
 //! * [`runtime`] — the exactly-once processor runtime and its in-memory driver.
 //! * [`sessions`] — `[sessions]`: exact Kubernetes resource quantities (CPU, memory).
+//! * [`pipeline`] — the topology: every stage a pipeline file can name.
 //! * [`simulate`] — a deterministic cluster trace of a simulated batch fleet.
 //! * [`metrics`] — the Prometheus endpoint.
 //! * [`cli`] — the `kubefacts` command line.
@@ -28,6 +29,7 @@ pub mod facts;
 pub mod journal;
 pub mod metrics;
 pub mod observe;
+pub mod pipeline;
 pub mod runtime;
 pub mod sessions;
 pub mod simulate;

@@ -37,6 +37,8 @@ const LAYERS: &[&[&str]] = &[
     &["metrics"],
     // The pipeline file, which names every stage's settings.
     &["config"],
+    // The topology: every stage, built from the pipeline file.
+    &["pipeline"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

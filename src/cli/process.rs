@@ -24,7 +24,7 @@ use rdkafka::{
 };
 use tokio::task::JoinSet;
 
-use super::stages::ProcessorName;
+use crate::pipeline::Stage as StageDef;
 use crate::{
     config::{PipelineConfig, ProcessConfig, StageConfig},
     metrics::{Metrics, MetricsServer},
@@ -41,9 +41,10 @@ pub struct ProcessArgs {
     /// pipelines/default.toml). Without it, one stage is described by the flags below.
     #[arg(long, conflicts_with_all = ["processor", "inputs", "globals", "outputs"])]
     pub config: Option<PathBuf>,
-    /// Which processor to run (single-stage mode).
-    #[arg(long, value_enum, required_unless_present = "config")]
-    pub processor: Option<ProcessorName>,
+    /// Which processor to run (single-stage mode): probe, probe-rekey, runs, journal,
+    /// coverage, sessions or session-owners.
+    #[arg(long, value_parser = stage_named, required_unless_present = "config")]
+    pub processor: Option<&'static StageDef>,
     /// Input topic(s), co-partitioned, in the processor's input order.
     #[arg(long = "input", required_unless_present = "config")]
     pub inputs: Vec<String>,
@@ -95,9 +96,14 @@ pub struct ProcessArgs {
     pub failpoint: Option<Failpoint>,
 }
 
+/// `--processor`: a stage of [`crate::pipeline::STAGES`] by name.
+fn stage_named(name: &str) -> Result<&'static StageDef, crate::pipeline::PipelineError> {
+    StageDef::named(name)
+}
+
 /// One stage, resolved: what runs, over which topics, with which settings.
 struct Stage {
-    processor: ProcessorName,
+    processor: &'static StageDef,
     runtime: RuntimeConfig,
     stats: Arc<RuntimeStats>,
 }
@@ -116,7 +122,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         (Some(_), _) => pipeline.process.stages.clone(),
         (None, Some(p)) => vec![StageConfig {
             name: None,
-            processor: p.name(),
+            processor: p.name.to_owned(),
             inputs: args.inputs.clone(),
             globals: args.globals.clone(),
             untimed: Vec::new(),
@@ -133,7 +139,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
 
     let mut resolved = Vec::with_capacity(stages.len());
     for stage in &stages {
-        let processor = ProcessorName::parse(&stage.processor)?;
+        let processor = StageDef::named(&stage.processor)?;
         processor.check(stage)?;
         let mut runtime =
             RuntimeConfig::new(&args.kafka.bootstrap, &settings.application_id, &instance_id, stage.name());
@@ -252,7 +258,7 @@ fn summary(s: &RuntimeStats) -> String {
 /// Creates or checks every topic a stage needs, and the co-partitioning of its inputs.
 async fn prepare_topics(
     cfg: &RuntimeConfig,
-    processor: ProcessorName,
+    processor: &StageDef,
     settings: &ProcessConfig,
     topics: &crate::config::TopicsConfig,
 ) -> anyhow::Result<()> {
@@ -280,11 +286,11 @@ async fn prepare_topics(
     specs = cfg
         .outputs
         .iter()
-        .zip(processor.ports())
+        .zip(processor.outputs)
         .map(|(t, port)| topics.spec(t, partitions, port.compacted))
         .collect();
     specs.push(topics.spec(&cfg.dead_letter, partitions, false));
-    let mut stores = processor.stores();
+    let mut stores: Vec<String> = processor.stores.iter().map(|s| (*s).to_owned()).collect();
     stores
         .extend(crate::runtime::task::runtime_stores(!cfg.globals.is_empty()).into_iter().map(String::from));
     for store in stores {

@@ -1,0 +1,297 @@
+//! The topology as a library type: every stage a pipeline file can name, as one
+//! [`Stage`] each — its name, its outputs, its stores and how it is built from the pipeline
+//! file — listed once in [`STAGES`]. `kubefacts process` (Kafka), `replay` and `demo` (in
+//! memory) iterate this list; adding a stage is its own folder and one line here.
+
+use std::{future::Future, pin::Pin, sync::atomic::AtomicBool};
+
+use thiserror::Error;
+
+use crate::{
+    codec::Codec,
+    config::{PipelineConfig, StageConfig},
+    coverage::Coverage,
+    journal::{Journal, Runs, runs::RunsConfig},
+    runtime::{
+        OutputPort, Processor,
+        driver::{self, DriverError, DriverRun, OutputTopics, StageInputs},
+        kafka::{RuntimeConfig, RuntimeError, RuntimeStats, run_blocking},
+        probe::{Probe, ProbeRekey},
+    },
+    sessions::{SessionOwners, Sessions},
+};
+
+/// A stage the pipeline file names that is not one of [`STAGES`], or whose topics do not
+/// fit it.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PipelineError {
+    /// No stage has this processor name.
+    #[error("unknown processor {name:?} (known: {known})")]
+    Unknown {
+        /// The name given.
+        name: String,
+        /// The known names, comma-separated.
+        known: String,
+    },
+    /// The stage's topics do not match the processor's inputs and outputs.
+    #[error(
+        "stage {stage}: processor {processor} needs its input topic(s) and {ports} output topic(s); got {inputs} input(s), {outputs} output(s)"
+    )]
+    Topics {
+        /// The stage's name.
+        stage: String,
+        /// The processor's name.
+        processor: &'static str,
+        /// Output ports the processor has.
+        ports: usize,
+        /// Inputs given.
+        inputs: usize,
+        /// Outputs given.
+        outputs: usize,
+    },
+}
+
+/// One stage: a processor, what it writes and keeps, and how to build it.
+pub struct Stage {
+    /// The processor's name in a pipeline file (`processor = "runs"`).
+    pub name: &'static str,
+    /// What it does, for `--help` and errors.
+    pub about: &'static str,
+    /// Its output ports, in order.
+    pub outputs: &'static [OutputPort],
+    /// Its state stores (one changelog topic each), in the order the processor lists them.
+    pub stores: &'static [&'static str],
+    build: &'static (dyn Build + Sync),
+}
+
+impl std::fmt::Debug for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stage")
+            .field("name", &self.name)
+            .field("stores", &self.stores)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every stage, in the order a pipeline usually runs them.
+pub static STAGES: [Stage; 7] = [
+    Stage {
+        name: "probe",
+        about: "counts records per key (the runtime's exactly-once tests and benchmark)",
+        outputs: &Probe::OUTPUTS,
+        stores: &["counts"],
+        build: &Make(|_, task| Probe::for_task(task)),
+    },
+    Stage {
+        name: "probe-rekey",
+        about: "re-keys records into buckets through a repartition topic (two-stage tests)",
+        outputs: &ProbeRekey::OUTPUTS,
+        stores: &[],
+        build: &Make(|_, _| ProbeRekey::new()),
+    },
+    Stage {
+        name: "runs",
+        about: "[runs]: Jobs + Pods (co-partitioned by Job UID) -> one JobRun per finished Job",
+        outputs: &Runs::OUTPUTS,
+        stores: &["jobs", "due", "ended", "dependents", "sweeps", "job-contexts"],
+        build: &Make(|settings, _| Runs::new(runs_config(settings))),
+    },
+    Stage {
+        name: "journal",
+        about: "[journal]: runs re-keyed by window -> windows of runs on job-runs.v1",
+        outputs: &Journal::OUTPUTS,
+        stores: &["windows", "runs", "run-contexts"],
+        build: &Make(|settings, _| Journal::new(settings.journal)),
+    },
+    Stage {
+        name: "coverage",
+        about: "[coverage]: runs + CronJobs (co-partitioned by owner UID), Leases as a global table -> state changes on coverage-alerts.v1",
+        outputs: &Coverage::OUTPUTS,
+        stores: &[
+            "subjects",
+            "lease-instances",
+            "lease-observed",
+            "ticks",
+            "subject-contexts",
+            "lease-contexts",
+        ],
+        build: &Make(|settings, _| Coverage::new(settings.coverage.clone())),
+    },
+    Stage {
+        name: "sessions",
+        about: "[sessions]: sessions + Pods (co-partitioned by session id) -> projections on session-projections.v1, and what each session holds re-keyed by owner",
+        outputs: &Sessions::OUTPUTS,
+        stores: &["sessions", "sweeps"],
+        build: &Make(|settings, _| sessions(settings)),
+    },
+    Stage {
+        name: "session-owners",
+        about: "[session-owners]: what sessions hold, keyed by owner -> retained compute per owner",
+        outputs: &SessionOwners::OUTPUTS,
+        stores: &["held", "totals"],
+        build: &Make(|_, _| SessionOwners::new()),
+    },
+];
+
+impl Stage {
+    /// The stage whose processor is called `name`; the error lists the known ones.
+    pub fn named(name: &str) -> Result<&'static Stage, PipelineError> {
+        STAGES.iter().find(|s| s.name == name).ok_or_else(|| PipelineError::Unknown {
+            name: name.to_owned(),
+            known: STAGES.iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// Checks a stage's topics against the processor: inputs given, one output per port.
+    pub fn check(&self, stage: &StageConfig) -> Result<(), PipelineError> {
+        if stage.inputs.is_empty() || stage.outputs.len() != self.outputs.len() {
+            return Err(PipelineError::Topics {
+                stage: stage.name().to_owned(),
+                processor: self.name,
+                ports: self.outputs.len(),
+                inputs: stage.inputs.len(),
+                outputs: stage.outputs.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs the stage's exactly-once loop on Kafka until `stop` (blocking).
+    pub fn run_kafka(
+        &self,
+        settings: &PipelineConfig,
+        cfg: &RuntimeConfig,
+        codec: &Codec,
+        handle: &tokio::runtime::Handle,
+        stop: &AtomicBool,
+        stats: &RuntimeStats,
+    ) -> Result<(), RuntimeError> {
+        self.build.kafka(Shell { settings, codec, ports: self.outputs }, cfg, handle, stop, stats)
+    }
+
+    /// Runs the stage over in-memory topics with the driver.
+    pub fn run_memory<'a>(
+        &self,
+        settings: &'a PipelineConfig,
+        stage: &'a str,
+        codec: &'a Codec,
+        reads: StageInputs<'a>,
+        topics: OutputTopics,
+    ) -> Pin<Box<dyn Future<Output = Result<DriverRun, DriverError>> + 'a>> {
+        self.build.memory(Shell { settings, codec, ports: self.outputs }, stage, reads, topics)
+    }
+}
+
+/// What every run of a stage is given.
+struct Shell<'a> {
+    settings: &'a PipelineConfig,
+    codec: &'a Codec,
+    ports: &'static [OutputPort],
+}
+
+/// How a stage's processor is built and run, once per processor type.
+trait Build {
+    fn kafka(
+        &self,
+        shell: Shell<'_>,
+        cfg: &RuntimeConfig,
+        handle: &tokio::runtime::Handle,
+        stop: &AtomicBool,
+        stats: &RuntimeStats,
+    ) -> Result<(), RuntimeError>;
+
+    fn memory<'a>(
+        &self,
+        shell: Shell<'a>,
+        stage: &'a str,
+        reads: StageInputs<'a>,
+        topics: OutputTopics,
+    ) -> Pin<Box<dyn Future<Output = Result<DriverRun, DriverError>> + 'a>>;
+
+    /// The stores a processor built from `settings` opens (to check [`Stage::stores`]).
+    #[cfg(test)]
+    fn store_names(&self, settings: &PipelineConfig) -> Vec<String>;
+}
+
+/// A processor built per task from the pipeline file and the task's partition.
+struct Make<P>(fn(&PipelineConfig, i32) -> P);
+
+impl<P: Processor + 'static> Build for Make<P> {
+    fn kafka(
+        &self,
+        shell: Shell<'_>,
+        cfg: &RuntimeConfig,
+        handle: &tokio::runtime::Handle,
+        stop: &AtomicBool,
+        stats: &RuntimeStats,
+    ) -> Result<(), RuntimeError> {
+        let make = |task| (self.0)(shell.settings, task);
+        run_blocking(cfg, shell.codec, handle, shell.ports, make, stop, stats)
+    }
+
+    fn memory<'a>(
+        &self,
+        shell: Shell<'a>,
+        stage: &'a str,
+        reads: StageInputs<'a>,
+        topics: OutputTopics,
+    ) -> Pin<Box<dyn Future<Output = Result<DriverRun, DriverError>> + 'a>> {
+        let build = self.0;
+        Box::pin(driver::run_stage(stage, shell.codec, reads, topics, move |task| {
+            build(shell.settings, task)
+        }))
+    }
+
+    #[cfg(test)]
+    fn store_names(&self, settings: &PipelineConfig) -> Vec<String> {
+        (self.0)(settings, 0).stores().iter().map(|s| s.name().to_owned()).collect()
+    }
+}
+
+/// `[runs]`'s settings from the pipeline: it re-keys runs by the journal's window length and
+/// runs the `[cleanup]` sweep.
+fn runs_config(settings: &PipelineConfig) -> RunsConfig {
+    RunsConfig {
+        window_length_ms: settings.journal.window_length_ms,
+        cleanup: settings.cleanup.clone(),
+        ..RunsConfig::default()
+    }
+}
+
+/// `[sessions]` as the pipeline configures it (the session label is `[minimize]`'s).
+fn sessions(settings: &PipelineConfig) -> Sessions {
+    Sessions::new(settings.sessions.clone(), settings.minimize.session_label.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stores each stage declares are the ones its processor opens, in its order: the
+    /// changelog topics `process` creates come from the declaration.
+    #[test]
+    fn every_stage_declares_the_stores_its_processor_opens() {
+        let settings = PipelineConfig::default();
+        let wrong: Vec<String> = (STAGES.iter())
+            .filter(|s| s.build.store_names(&settings) != s.stores)
+            .map(|s| {
+                format!("{}: declares {:?}, opens {:?}", s.name, s.stores, s.build.store_names(&settings))
+            })
+            .collect();
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn stage_names_are_unique_and_unknown_ones_are_listed() {
+        let mut names: Vec<&str> = STAGES.iter().map(|s| s.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), STAGES.len());
+        let err = Stage::named("nope").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown processor \"nope\" (known: probe, probe-rekey, runs, journal, coverage, sessions, session-owners)"
+        );
+    }
+}
