@@ -16,31 +16,39 @@ use crate::{observe::admission::DEFAULT_OPT_OUT_ANNOTATION, trace::KubeObject};
 
 /// RFC 3339 with whole seconds (`metav1.Time`).
 pub fn time(ms: i64) -> String {
-    let (y, mo, d, h, mi, s) = civil(ms.div_euclid(1000));
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+    let t = utc(ms);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
 }
 
 /// RFC 3339 with microseconds (`metav1.MicroTime`).
 pub fn micro_time(ms: i64) -> String {
-    let (y, mo, d, h, mi, s) = civil(ms.div_euclid(1000));
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:03}000Z", ms.rem_euclid(1000))
+    let t = utc(ms);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}000Z",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        ms.rem_euclid(1000)
+    )
 }
 
-/// Seconds since the epoch as (year, month, day, hour, minute, second), proleptic Gregorian.
-fn civil(secs: i64) -> (i64, u32, u32, u32, u32, u32) {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's days-to-civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d, (rem / 3600) as u32, ((rem % 3600) / 60) as u32, (rem % 60) as u32)
+/// Epoch ms as a UTC calendar time (whole seconds; the API server's times are within
+/// jiff's range, which parsing the rendered objects checks anyway).
+fn utc(ms: i64) -> jiff::civil::DateTime {
+    let ts =
+        jiff::Timestamp::from_second(ms.div_euclid(1000)).expect("a simulated time is within jiff's range");
+    jiff::tz::Offset::UTC.to_datetime(ts)
 }
 
 fn parse<T: serde::de::DeserializeOwned>(v: Json) -> Box<T> {

@@ -1,4 +1,7 @@
+use std::collections::BTreeMap;
+
 use super::*;
+use crate::trace::KubeObject;
 use fleet::Concurrency;
 
 fn run(name: &str, hours: u32, seed: u64) -> (Vec<TraceEntry>, SimulationStats) {

@@ -16,28 +16,23 @@
 
 use std::{
     collections::BTreeMap,
-    future::Future,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use k8s_openapi::api::batch::v1::Job;
-use kube::Api;
 use rdkafka::{
-    ClientConfig, ClientContext, Message, Offset, TopicPartitionList,
-    consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance},
+    consumer::{BaseConsumer, Consumer},
     error::KafkaError,
-    producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer},
+    producer::Producer,
 };
 use thiserror::Error;
 use tokio::runtime::Handle;
 
+pub use super::kube_calls::{Applied, apply};
 use super::{
-    AfterGet, ApiFailure, CleanerConfig, Found, RateLimiter, Request, RetryPolicy, Verdict, after_get,
-    delete_params, deleted, failed, validate,
+    CleanerConfig, RateLimiter,
+    kafka::{Revocations, client_config, commit, fenced_or, poll_batch, rewind},
+    validate,
 };
 use crate::{
     cleanup::{
@@ -46,9 +41,8 @@ use crate::{
     },
     codec::{Codec, CodecError, RecordWriter},
     runtime::{
-        HEARTBEAT_HEADER,
         deadletter::{self, DeadLetter, Source},
-        kafka::{RuntimeStats, group_consumer_config, is_fatal, is_fenced, lag, transactional_producer},
+        kafka::{RuntimeStats, group_consumer_config, is_fatal, lag, transactional_producer},
         partitioner::partition_for_key,
     },
 };
@@ -156,148 +150,40 @@ impl CleanerError {
     }
 }
 
-fn kafka(context: &'static str) -> impl FnOnce(KafkaError) -> CleanerError {
+pub(super) fn kafka(context: &'static str) -> impl FnOnce(KafkaError) -> CleanerError {
     move |source| CleanerError::Kafka { context, source }
 }
 
-/// What applying one decision came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Applied {
-    /// The verdict.
-    pub verdict: Verdict,
-    /// GET and DELETE requests sent, retries included.
-    pub api_requests: u32,
-}
-
-/// Applies one (valid) decision: GET the Job's metadata, then, when it still has the
-/// decided UID, is not being deleted and this is no dry run, DELETE it with the UID
-/// precondition and background propagation. Retriable failures are retried per `cfg`;
-/// every DELETE attempt first takes a slot from `limiter`.
-pub async fn apply(
-    client: &kube::Client,
-    decision: &CleanupDecision,
-    dry_run: bool,
-    cfg: &CleanerConfig,
-    limiter: &mut RateLimiter,
-) -> Applied {
-    let job = &decision.job;
-    let api: Api<Job> = Api::namespaced(client.clone(), &job.namespace);
-    let policy = cfg.retry_policy();
-    let timeout = Duration::from_millis(cfg.request_timeout_ms);
-    let mut api_requests = 0;
-    let got = retrying(policy, timeout, &mut api_requests, None, || api.get_metadata(&job.name)).await.map(
-        |meta| Found {
-            uid: meta.metadata.uid.unwrap_or_default(),
-            deleting: meta.metadata.deletion_timestamp.is_some(),
-        },
-    );
-    let verdict = match after_get(&job.uid, got.as_ref().map_err(|(f, n)| (f, *n)), dry_run) {
-        AfterGet::Done(verdict) => verdict,
-        AfterGet::Delete => {
-            let params = delete_params(&job.uid);
-            match retrying(policy, timeout, &mut api_requests, Some(limiter), || {
-                api.delete(&job.name, &params)
-            })
-            .await
-            {
-                Ok(_) => deleted(),
-                Err((failure, attempts)) => failed(Request::Delete, &failure, attempts),
-            }
-        }
-    };
-    Applied { verdict, api_requests }
-}
-
-/// Sends a request until it succeeds, fails for good, or runs out of attempts; returns the
-/// last failure and the attempts made. Counts every request sent in `requests`.
-async fn retrying<T, F, Fut>(
-    policy: RetryPolicy,
-    timeout: Duration,
-    requests: &mut u32,
-    mut limiter: Option<&mut RateLimiter>,
-    mut call: F,
-) -> Result<T, (ApiFailure, u32)>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, kube::Error>>,
-{
-    let mut attempts = 0;
-    loop {
-        if let Some(limiter) = limiter.as_deref_mut() {
-            let wait = limiter.reserve(Instant::now());
-            if !wait.is_zero() {
-                tokio::time::sleep(wait).await;
-            }
-        }
-        attempts += 1;
-        *requests += 1;
-        let failure = match tokio::time::timeout(timeout, call()).await {
-            Ok(Ok(v)) => return Ok(v),
-            Ok(Err(e)) => ApiFailure::from_kube(&e),
-            Err(_) => ApiFailure::Timeout,
-        };
-        match policy.next_delay(attempts, &failure) {
-            Some(pause) => {
-                tracing::debug!(failure = %failure.describe(), attempts, ?pause, "retrying an API request");
-                tokio::time::sleep(pause).await;
-            }
-            None => return Err((failure, attempts)),
-        }
-    }
-}
-
-/// Partitions of the decisions topic revoked by a rebalance, recorded by the consumer's
-/// callback (which runs inside `poll`) and applied to the batch being filled.
-#[derive(Default, Clone)]
-struct Revocations(Arc<Mutex<Vec<i32>>>);
-
-impl ClientContext for Revocations {}
-
-impl ConsumerContext for Revocations {
-    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Revoke(tpl) = rebalance {
-            let mut revoked = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            revoked.extend(tpl.elements().iter().map(|e| e.partition()));
-        }
-    }
-}
-
-impl Revocations {
-    fn take(&self) -> Vec<i32> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
-    }
-}
-
 /// A decision record as polled.
-struct Pending {
-    partition: i32,
-    offset: i64,
-    timestamp_ms: Option<i64>,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-    heartbeat: bool,
+pub(super) struct Pending {
+    pub(super) partition: i32,
+    pub(super) offset: i64,
+    pub(super) timestamp_ms: Option<i64>,
+    pub(super) key: Option<Vec<u8>>,
+    pub(super) value: Option<Vec<u8>>,
+    pub(super) heartbeat: bool,
 }
 
 /// A record to write in the batch's transaction.
-struct Output {
-    topic_is_outcomes: bool,
-    partition: i32,
-    key: Option<Vec<u8>>,
-    value: Vec<u8>,
-    timestamp_ms: i64,
+pub(super) struct Output {
+    pub(super) topic_is_outcomes: bool,
+    pub(super) partition: i32,
+    pub(super) key: Option<Vec<u8>>,
+    pub(super) value: Vec<u8>,
+    pub(super) timestamp_ms: i64,
 }
 
 /// What one transaction carries.
 #[derive(Default)]
-struct Batch {
-    outputs: Vec<Output>,
+pub(super) struct Batch {
+    pub(super) outputs: Vec<Output>,
     /// Next offset per decisions partition (last applied + 1).
-    offsets: BTreeMap<i32, i64>,
+    pub(super) offsets: BTreeMap<i32, i64>,
     /// Outcomes by label, and decisions / dead letters, counted once committed.
-    events: BTreeMap<&'static str, u64>,
-    decisions: u64,
-    outcomes: u64,
-    dead_letters: BTreeMap<&'static str, u64>,
+    pub(super) events: BTreeMap<&'static str, u64>,
+    pub(super) decisions: u64,
+    pub(super) outcomes: u64,
+    pub(super) dead_letters: BTreeMap<&'static str, u64>,
 }
 
 /// What became of one polled record.
@@ -560,128 +446,6 @@ impl Apply<'_> {
         batch.decisions += 1;
         *batch.dead_letters.entry(reason).or_default() += 1;
         Ok(Handled::Done)
-    }
-}
-
-/// Polls up to `max` decisions: waits up to 100 ms for the first, then takes what is
-/// already fetched. Rebalance callbacks run inside `poll`, before it returns a record of the
-/// new assignment: after each poll, records of partitions revoked meanwhile are dropped
-/// from the batch first (their next owner reads them from the committed offset), then the
-/// polled record is added.
-fn poll_batch(consumer: &BaseConsumer<Revocations>, revocations: &Revocations, max: usize) -> Vec<Pending> {
-    let mut batch: Vec<Pending> = Vec::new();
-    let mut wait = Duration::from_millis(100);
-    while batch.len() < max {
-        let polled = consumer.poll(wait);
-        let revoked = revocations.take();
-        if !revoked.is_empty() {
-            batch.retain(|p| !revoked.contains(&p.partition));
-        }
-        match polled {
-            Some(Ok(m)) => {
-                let heartbeat = m
-                    .headers()
-                    .is_some_and(|h| rdkafka::message::Headers::iter(h).any(|h| h.key == HEARTBEAT_HEADER));
-                batch.push(Pending {
-                    partition: m.partition(),
-                    offset: m.offset(),
-                    timestamp_ms: m.timestamp().to_millis(),
-                    key: m.key().map(<[u8]>::to_vec),
-                    value: m.payload().map(<[u8]>::to_vec),
-                    heartbeat,
-                });
-                wait = Duration::ZERO;
-            }
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "consumer error");
-                break;
-            }
-            None => break,
-        }
-    }
-    batch
-}
-
-/// Writes the batch's records and offsets in one transaction and commits it.
-fn commit(
-    producer: &ThreadedProducer<DefaultProducerContext>,
-    consumer: &BaseConsumer<Revocations>,
-    run: &CleanerRun,
-    batch: &Batch,
-) -> Result<(), KafkaError> {
-    producer.begin_transaction()?;
-    for out in &batch.outputs {
-        let topic = if out.topic_is_outcomes { &run.outcomes } else { &run.dead_letter };
-        send(producer, topic, out)?;
-    }
-    let mut tpl = TopicPartitionList::new();
-    for (&partition, &next) in &batch.offsets {
-        tpl.add_partition_offset(&run.decisions, partition, Offset::Offset(next))?;
-    }
-    let group =
-        consumer.group_metadata().ok_or(KafkaError::Global(rdkafka::types::RDKafkaErrorCode::State))?;
-    let timeout = Duration::from_millis(run.transaction_timeout_ms);
-    // As in the runtime: wait for the deliveries first, so AddOffsetsToTxn does not collide
-    // with AddPartitionsToTxn and the commit's flush finds nothing in flight.
-    let deadline = Instant::now() + timeout;
-    while producer.in_flight_count() > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    producer.send_offsets_to_transaction(&tpl, &group, timeout)?;
-    producer.commit_transaction(timeout)
-}
-
-/// Queues one record, waiting while librdkafka's queue is full.
-fn send(
-    producer: &ThreadedProducer<DefaultProducerContext>,
-    topic: &str,
-    out: &Output,
-) -> Result<(), KafkaError> {
-    let mut record: BaseRecord<'_, [u8], [u8]> =
-        BaseRecord::to(topic).partition(out.partition).timestamp(out.timestamp_ms).payload(&out.value);
-    if let Some(k) = &out.key {
-        record = record.key(k);
-    }
-    loop {
-        match producer.send(record) {
-            Ok(()) => return Ok(()),
-            Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), r)) => {
-                record = r;
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err((e, _)) => return Err(e),
-        }
-    }
-}
-
-/// Moves every assigned partition back to its committed offset: decisions polled but not
-/// applied (or applied in an aborted transaction) are read again.
-fn rewind(consumer: &BaseConsumer<Revocations>) -> Result<(), CleanerError> {
-    let committed =
-        consumer.committed(Duration::from_secs(30)).map_err(kafka("reading committed offsets"))?;
-    for e in committed.elements() {
-        let offset = match e.offset() {
-            Offset::Offset(o) => Offset::Offset(o),
-            _ => Offset::Beginning,
-        };
-        consumer
-            .seek(e.topic(), e.partition(), offset, Duration::from_secs(30))
-            .map_err(kafka("rewinding"))?;
-    }
-    Ok(())
-}
-
-fn client_config(run: &CleanerRun) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &run.bootstrap);
-    c
-}
-
-fn fenced_or(e: KafkaError, transactional_id: &str, context: &'static str) -> CleanerError {
-    if is_fenced(&e) {
-        CleanerError::Fenced { transactional_id: transactional_id.to_owned() }
-    } else {
-        CleanerError::Kafka { context, source: e }
     }
 }
 

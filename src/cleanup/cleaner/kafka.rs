@@ -1,0 +1,165 @@
+//! The cleaner's Kafka plumbing: rebalance tracking, polling a batch, the transaction's
+//! sends and commit, rewinding to the committed offsets.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use rdkafka::{
+    ClientConfig, ClientContext, Message, Offset, TopicPartitionList,
+    consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance},
+    error::KafkaError,
+    producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer},
+};
+
+use super::shell::{Batch, CleanerError, CleanerRun, Output, Pending, kafka};
+use crate::runtime::{HEARTBEAT_HEADER, kafka::is_fenced};
+
+/// Partitions of the decisions topic revoked by a rebalance, recorded by the consumer's
+/// callback (which runs inside `poll`) and applied to the batch being filled.
+#[derive(Default, Clone)]
+pub(super) struct Revocations(Arc<Mutex<Vec<i32>>>);
+
+impl ClientContext for Revocations {}
+
+impl ConsumerContext for Revocations {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            let mut revoked = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            revoked.extend(tpl.elements().iter().map(|e| e.partition()));
+        }
+    }
+}
+
+impl Revocations {
+    fn take(&self) -> Vec<i32> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+/// Polls up to `max` decisions: waits up to 100 ms for the first, then takes what is
+/// already fetched. Rebalance callbacks run inside `poll`, before it returns a record of the
+/// new assignment: after each poll, records of partitions revoked meanwhile are dropped
+/// from the batch first (their next owner reads them from the committed offset), then the
+/// polled record is added.
+pub(super) fn poll_batch(
+    consumer: &BaseConsumer<Revocations>,
+    revocations: &Revocations,
+    max: usize,
+) -> Vec<Pending> {
+    let mut batch: Vec<Pending> = Vec::new();
+    let mut wait = Duration::from_millis(100);
+    while batch.len() < max {
+        let polled = consumer.poll(wait);
+        let revoked = revocations.take();
+        if !revoked.is_empty() {
+            batch.retain(|p| !revoked.contains(&p.partition));
+        }
+        match polled {
+            Some(Ok(m)) => {
+                let heartbeat = m
+                    .headers()
+                    .is_some_and(|h| rdkafka::message::Headers::iter(h).any(|h| h.key == HEARTBEAT_HEADER));
+                batch.push(Pending {
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    timestamp_ms: m.timestamp().to_millis(),
+                    key: m.key().map(<[u8]>::to_vec),
+                    value: m.payload().map(<[u8]>::to_vec),
+                    heartbeat,
+                });
+                wait = Duration::ZERO;
+            }
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "consumer error");
+                break;
+            }
+            None => break,
+        }
+    }
+    batch
+}
+
+/// Writes the batch's records and offsets in one transaction and commits it.
+pub(super) fn commit(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    consumer: &BaseConsumer<Revocations>,
+    run: &CleanerRun,
+    batch: &Batch,
+) -> Result<(), KafkaError> {
+    producer.begin_transaction()?;
+    for out in &batch.outputs {
+        let topic = if out.topic_is_outcomes { &run.outcomes } else { &run.dead_letter };
+        send(producer, topic, out)?;
+    }
+    let mut tpl = TopicPartitionList::new();
+    for (&partition, &next) in &batch.offsets {
+        tpl.add_partition_offset(&run.decisions, partition, Offset::Offset(next))?;
+    }
+    let group =
+        consumer.group_metadata().ok_or(KafkaError::Global(rdkafka::types::RDKafkaErrorCode::State))?;
+    let timeout = Duration::from_millis(run.transaction_timeout_ms);
+    // As in the runtime: wait for the deliveries first, so AddOffsetsToTxn does not collide
+    // with AddPartitionsToTxn and the commit's flush finds nothing in flight.
+    let deadline = Instant::now() + timeout;
+    while producer.in_flight_count() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    producer.send_offsets_to_transaction(&tpl, &group, timeout)?;
+    producer.commit_transaction(timeout)
+}
+
+/// Queues one record, waiting while librdkafka's queue is full.
+pub(super) fn send(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    topic: &str,
+    out: &Output,
+) -> Result<(), KafkaError> {
+    let mut record: BaseRecord<'_, [u8], [u8]> =
+        BaseRecord::to(topic).partition(out.partition).timestamp(out.timestamp_ms).payload(&out.value);
+    if let Some(k) = &out.key {
+        record = record.key(k);
+    }
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), r)) => {
+                record = r;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
+/// Moves every assigned partition back to its committed offset: decisions polled but not
+/// applied (or applied in an aborted transaction) are read again.
+pub(super) fn rewind(consumer: &BaseConsumer<Revocations>) -> Result<(), CleanerError> {
+    let committed =
+        consumer.committed(Duration::from_secs(30)).map_err(kafka("reading committed offsets"))?;
+    for e in committed.elements() {
+        let offset = match e.offset() {
+            Offset::Offset(o) => Offset::Offset(o),
+            _ => Offset::Beginning,
+        };
+        consumer
+            .seek(e.topic(), e.partition(), offset, Duration::from_secs(30))
+            .map_err(kafka("rewinding"))?;
+    }
+    Ok(())
+}
+
+pub(super) fn client_config(run: &CleanerRun) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &run.bootstrap);
+    c
+}
+
+pub(super) fn fenced_or(e: KafkaError, transactional_id: &str, context: &'static str) -> CleanerError {
+    if is_fenced(&e) {
+        CleanerError::Fenced { transactional_id: transactional_id.to_owned() }
+    } else {
+        CleanerError::Kafka { context, source: e }
+    }
+}
