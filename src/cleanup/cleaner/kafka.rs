@@ -13,7 +13,7 @@ use rdkafka::{
     producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer},
 };
 
-use super::shell::{Batch, CleanerError, CleanerRun, Output, Pending, kafka};
+use super::run::{Batch, CleanerError, CleanerRun, Output, Pending, kafka};
 use crate::runtime::{HEARTBEAT_HEADER, kafka::is_fenced};
 
 /// Partitions of the decisions topic revoked by a rebalance, recorded by the consumer's

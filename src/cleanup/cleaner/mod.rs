@@ -28,6 +28,7 @@ mod decision;
 mod kafka;
 mod kube_calls;
 mod retry;
+mod run;
 pub mod shell;
 
 pub use config::CleanerConfig;
