@@ -1,10 +1,12 @@
 //! A progress line on stderr for verbs that can run longer than a second (`demo`, `replay`,
 //! `publish`, `simulate`). It draws only on a terminal, never before a second has passed,
 //! and at most five times a second, so short runs and logs piped to files stay clean.
+//! `indicatif` draws and clears the line; the text is ours.
 
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::{
     cell::Cell,
-    io::{IsTerminal, Read, Write},
+    io::{IsTerminal, Read},
     rc::Rc,
     time::{Duration, Instant},
 };
@@ -24,6 +26,8 @@ pub(crate) struct Progress {
     total_is_bytes: bool,
     started: Instant,
     last_draw: Option<Instant>,
+    /// Made at the first draw, so a short run never touches the terminal.
+    bar: Option<ProgressBar>,
     calls: u32,
     enabled: bool,
 }
@@ -44,6 +48,7 @@ impl Progress {
             total_is_bytes,
             started: Instant::now(),
             last_draw: None,
+            bar: None,
             calls: 0,
             enabled: std::io::stderr().is_terminal(),
         }
@@ -62,17 +67,21 @@ impl Progress {
         }
         self.last_draw = Some(now);
         let line = self.line(done, items, (now - self.started).as_secs_f64());
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r{line}\x1b[K");
-        let _ = err.flush();
+        let bar = self.bar.get_or_insert_with(|| {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(5));
+            bar.set_style(
+                ProgressStyle::with_template("{msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar
+        });
+        bar.set_message(line);
     }
 
     /// Clears the line (if one was drawn).
     pub(crate) fn finish(&mut self) {
-        if self.last_draw.take().is_some() {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[K");
-            let _ = err.flush();
+        self.last_draw = None;
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
         }
     }
 

@@ -1,4 +1,6 @@
 use super::*;
+use jiff::Timestamp;
+use jiff::civil::DateTime;
 use proptest::prelude::*;
 
 /// Epoch ms of an RFC 3339 instant.
