@@ -56,8 +56,6 @@ pub enum PipelineError {
 pub struct Stage {
     /// The processor's name in a pipeline file (`processor = "runs"`).
     pub name: &'static str,
-    /// What it does, for `--help` and errors.
-    pub about: &'static str,
     /// Its output ports, in order.
     pub outputs: &'static [OutputPort],
     /// Its state stores (one changelog topic each), in the order the processor lists them.
@@ -76,37 +74,37 @@ impl std::fmt::Debug for Stage {
 
 /// Every stage, in the order a pipeline usually runs them.
 pub static STAGES: [Stage; 7] = [
+    // counts records per key (the runtime's exactly-once tests and benchmark)
     Stage {
         name: "probe",
-        about: "counts records per key (the runtime's exactly-once tests and benchmark)",
         outputs: &Probe::OUTPUTS,
         stores: &["counts"],
         build: &Make(|_, task| Probe::for_task(task)),
     },
+    // re-keys records into buckets through a repartition topic (two-stage tests)
     Stage {
         name: "probe-rekey",
-        about: "re-keys records into buckets through a repartition topic (two-stage tests)",
         outputs: &ProbeRekey::OUTPUTS,
         stores: &[],
         build: &Make(|_, _| ProbeRekey::new()),
     },
+    // [runs]: Jobs + Pods (co-partitioned by Job UID) -> one JobRun per finished Job
     Stage {
         name: "runs",
-        about: "[runs]: Jobs + Pods (co-partitioned by Job UID) -> one JobRun per finished Job",
         outputs: &Runs::OUTPUTS,
         stores: &["jobs", "due", "ended", "dependents", "sweeps", "job-contexts"],
         build: &Make(|settings, _| Runs::new(runs_config(settings))),
     },
+    // [journal]: runs re-keyed by window -> windows of runs on job-runs.v1
     Stage {
         name: "journal",
-        about: "[journal]: runs re-keyed by window -> windows of runs on job-runs.v1",
         outputs: &Journal::OUTPUTS,
         stores: &["windows", "runs", "run-contexts"],
         build: &Make(|settings, _| Journal::new(settings.journal)),
     },
+    // [coverage]: runs + CronJobs (co-partitioned by owner UID), Leases as a global table -> state changes on coverage-alerts.v1
     Stage {
         name: "coverage",
-        about: "[coverage]: runs + CronJobs (co-partitioned by owner UID), Leases as a global table -> state changes on coverage-alerts.v1",
         outputs: &Coverage::OUTPUTS,
         stores: &[
             "subjects",
@@ -118,16 +116,16 @@ pub static STAGES: [Stage; 7] = [
         ],
         build: &Make(|settings, _| Coverage::new(settings.coverage.clone())),
     },
+    // [sessions]: sessions + Pods (co-partitioned by session id) -> projections on session-projections.v1, and what each session holds re-keyed by owner
     Stage {
         name: "sessions",
-        about: "[sessions]: sessions + Pods (co-partitioned by session id) -> projections on session-projections.v1, and what each session holds re-keyed by owner",
         outputs: &Sessions::OUTPUTS,
         stores: &["sessions", "sweeps"],
         build: &Make(|settings, _| sessions(settings)),
     },
+    // [session-owners]: what sessions hold, keyed by owner -> retained compute per owner
     Stage {
         name: "session-owners",
-        about: "[session-owners]: what sessions hold, keyed by owner -> retained compute per owner",
         outputs: &SessionOwners::OUTPUTS,
         stores: &["held", "totals"],
         build: &Make(|_, _| SessionOwners::new()),
