@@ -58,6 +58,19 @@ source .cache/run/env
 step "kubernetes up (scripts/k8s/up.sh)" ./scripts/k8s/up.sh
 # shellcheck source=/dev/null
 source .cache/k8s/run/env
+# A full build of the test binaries needs disk; when the disk fills, rustc fails deep inside
+# some dependency with "No space left on device". Say it up front instead.
+check_disk() {
+  local dir="${CARGO_TARGET_DIR:-target}" need_gb=8 free_kb
+  mkdir -p "$dir"
+  free_kb="$(df -Pk "$dir" | awk 'NR == 2 { print $4 }')"
+  echo "disk: $((free_kb / 1024 / 1024)) GB free for $dir (a fresh test build needs about $need_gb GB)"
+  if (( free_kb < need_gb * 1024 * 1024 )); then
+    echo "disk: FAILED less than $need_gb GB free for $dir; free space (cargo clean) and rerun" >&2
+    return 1
+  fi
+}
+step "disk space for the build" check_disk
 step "cargo fmt --check" cargo fmt --check
 step "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
 # Keep cargo's output on the terminal and in a file, to total the results at the end.
