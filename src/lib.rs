@@ -26,6 +26,7 @@ pub mod codec;
 pub mod config;
 pub mod coverage;
 pub mod facts;
+pub mod http;
 pub mod journal;
 pub mod metrics;
 pub mod observe;

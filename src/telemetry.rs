@@ -56,6 +56,7 @@ pub fn tracer() -> Option<BoxedTracer> {
 /// A provider exporting with OTLP/HTTP in batches (a background thread; protocol from
 /// `OTEL_EXPORTER_OTLP_PROTOCOL`, `http/protobuf` by default, or `http/json`).
 fn otlp_provider() -> anyhow::Result<SdkTracerProvider> {
+    crate::http::install_crypto_provider();
     let exporter = opentelemetry_otlp::SpanExporter::builder().with_http().build()?;
     let mut resource = Resource::builder();
     if std::env::var_os("OTEL_SERVICE_NAME").is_none() {

@@ -80,7 +80,7 @@ fn spawn_alerts(infra: &Infra, topic: &str, alertmanager: &str, resend_secs: u64
 /// Alertmanager's active (not silenced, not inhibited) alerts of CronJob `batch/<name>`;
 /// `None` while it does not answer.
 async fn active(url: &str, name: &str) -> Option<Vec<Value>> {
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let http = kubefacts::http::client_builder().timeout(Duration::from_secs(5)).build().unwrap();
     let resp = http
         .get(format!("{url}/api/v2/alerts?active=true&silenced=false&inhibited=false"))
         .send()
@@ -213,7 +213,7 @@ async fn start_alertmanager(bin: &Path, port: u16, dir: &Path, generation: u32) 
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
     let mut am = KillOnDrop(child);
-    let http = reqwest::Client::new();
+    let http = kubefacts::http::client_builder().build().unwrap();
     let start = Instant::now();
     loop {
         if let Some(status) = am.try_wait().unwrap() {

@@ -593,7 +593,7 @@ async fn deletes_are_rate_limited() {
     let want = format!("kubefacts_processor_events_total{{stage=\"cleaner\",event=\"deleted\"}} {n}");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let body = reqwest::get(&metrics).await.unwrap().text().await.unwrap();
+        let body = kubefacts::http::get(&metrics).await.unwrap().text().await.unwrap();
         if body.lines().any(|l| l == want) {
             break;
         }

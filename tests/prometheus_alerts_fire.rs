@@ -99,7 +99,7 @@ async fn dead_letters_fire_the_dead_letter_alert_in_a_real_prometheus() {
         rules = rules.display()
     );
     let prometheus = prom.start(dir.path(), &config).await;
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let http = kubefacts::http::client_builder().timeout(Duration::from_secs(5)).build().unwrap();
 
     // Prometheus scrapes the process before the bad records arrive. The per-reason dead-letter
     // series does not exist yet: it first appears already above 0, which the rule's second

@@ -322,8 +322,9 @@ async fn bad_records_are_dead_lettered_with_their_offsets_and_good_ones_counted_
     // The endpoint counts them by reason, and shows the one instance's tasks: the lag of
     // each input partition (after its first refresh, every 5 s), the delay of its stream
     // time and its store's entries.
-    let scrape =
-        || async { reqwest::get(format!("http://{metrics_addr}/metrics")).await.ok()?.text().await.ok() };
+    let scrape = || async {
+        kubefacts::http::get(format!("http://{metrics_addr}/metrics")).await.ok()?.text().await.ok()
+    };
     let value = |body: &str, prefix: &str| -> Option<f64> {
         body.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
     };
@@ -836,7 +837,8 @@ outputs = ["{output}"]
     // Both stages report on the one endpoint, each under its own label. What each stage of
     // this instance moved depends on how the rebalances split the partitions with b (CI saw
     // a's count stage at 0 once, all of its work done by b): the two together moved records.
-    let body = reqwest::get(format!("http://{metrics_addr}/metrics")).await.unwrap().text().await.unwrap();
+    let body =
+        kubefacts::http::get(format!("http://{metrics_addr}/metrics")).await.unwrap().text().await.unwrap();
     let mut moved = 0.0;
     for (stage, input, output) in [("rekey", &p.input, &repartition), ("count", &repartition, &p.output)] {
         for (family, topic) in

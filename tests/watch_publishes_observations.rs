@@ -226,7 +226,7 @@ fn markers(records: &[(ReadRecord, ObservationRecord)], event: ObservationEvent)
 
 /// Scrapes `/metrics` and returns the value of the series whose line starts with `series`.
 async fn metric(addr: &str, series: &str) -> f64 {
-    let body = reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap();
+    let body = kubefacts::http::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap();
     body.lines()
         .find(|l| l.starts_with(series))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())

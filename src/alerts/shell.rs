@@ -97,7 +97,7 @@ fn kafka(context: &'static str) -> impl FnOnce(KafkaError) -> AlertsError {
 /// logged and retried, never returned.
 pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>) -> Result<(), AlertsError> {
     let endpoint = run.endpoint()?;
-    let http = reqwest::Client::builder()
+    let http = crate::http::client_builder()
         .timeout(run.request_timeout)
         .build()
         .map_err(|e| AlertsError::InvalidUrl { url: run.alertmanager.clone(), reason: e.to_string() })?;

@@ -139,7 +139,7 @@ impl RegistryClient {
             let path = format!("{}/", base.path());
             base.set_path(&path);
         }
-        let http = reqwest::Client::builder()
+        let http = crate::http::client_builder()
             .timeout(timeout)
             .build()
             .map_err(|e| RegistryError::Unreachable { url: redacted(&base), source: e })?;

@@ -431,7 +431,7 @@ async fn serves_metrics_over_http_until_shutdown() {
     let task = tokio::spawn(server.serve(Arc::new(metrics), async {
         let _ = rx.await;
     }));
-    let client = reqwest::Client::new();
+    let client = crate::http::client_builder().build().unwrap();
 
     let ok = client.get(format!("{base}/metrics")).send().await.expect("GET /metrics");
     assert_eq!(ok.status(), 200);

@@ -138,7 +138,7 @@ impl Prometheus {
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
         let mut child = KillOnDrop(child);
         let url = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().unwrap();
+        let http = kubefacts::http::client_builder().timeout(Duration::from_secs(2)).build().unwrap();
         let start = std::time::Instant::now();
         loop {
             if let Some(status) = child.try_wait().unwrap() {
