@@ -10,9 +10,9 @@ mod fleet;
 use std::{collections::BTreeMap, time::Instant};
 
 use kubefacts::{
-    cli::{StageReport, run_all_in_memory},
     codec::Codec,
     config::PipelineConfig,
+    pipeline::{StageReport, run_all_in_memory},
     runtime::driver::MemTopic,
     simulate,
 };

@@ -35,11 +35,11 @@ use std::{
 use broker::{Env, committed_reader, now_ms, percentile, producer_performance, unique};
 use fleet::{Observed, observe, observer};
 use kubefacts::{
-    cli::run_all_in_memory,
     codec::Codec,
     config::{PipelineConfig, StageConfig, TopicsConfig},
     journal::JobRun,
     observe::{InputTopic, JobObservation, Observation, ObservationEvent, ObservationRecord},
+    pipeline::run_all_in_memory,
     runtime::driver::MemTopic,
     simulate,
 };

@@ -17,11 +17,12 @@
 //! * [`pipeline`] — the topology: every stage a pipeline file can name.
 //! * [`simulate`] — a deterministic cluster trace of a simulated batch fleet.
 //! * [`metrics`] — the Prometheus endpoint.
-//! * [`cli`] — the `kubefacts` command line.
+//!
+//! The `kubefacts` command line is the binary's (`src/main.rs`, `src/cli/`), not part of
+//! this library.
 
 pub mod alerts;
 pub mod cleanup;
-pub mod cli;
 pub mod codec;
 pub mod config;
 pub mod coverage;

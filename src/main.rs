@@ -1,5 +1,10 @@
+//! The `kubefacts` binary: the command line (`cli`, one module per verb) over the library.
+
+mod cli;
+
 use clap::Parser;
-use kubefacts::{cli::Cli, telemetry};
+use cli::Cli;
+use kubefacts::telemetry;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {

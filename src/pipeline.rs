@@ -2,19 +2,23 @@
 //! [`Stage`] each — its name, its outputs, its stores and how it is built from the pipeline
 //! file — listed once in [`STAGES`]. `kubefacts process` (Kafka), `replay` and `demo` (in
 //! memory) iterate this list; adding a stage is its own folder and one line here.
+//!
+//! [`run_all_in_memory`] runs a pipeline's stages in memory (`replay`, `demo`, the
+//! benchmarks): each stage is looked up in [`STAGES`], which builds its processor the same
+//! way for Kafka (`process`), so the two runs of one stage cannot drift apart.
 
-use std::{future::Future, pin::Pin, sync::atomic::AtomicBool};
+use std::{collections::BTreeMap, future::Future, pin::Pin, sync::atomic::AtomicBool};
 
 use thiserror::Error;
 
 use crate::{
-    codec::Codec,
+    codec::{Codec, CodecError, single_object_writer},
     config::{PipelineConfig, StageConfig},
     coverage::Coverage,
     journal::{Journal, Runs, runs::RunsConfig},
     runtime::{
-        OutputPort, Processor,
-        driver::{self, DriverError, DriverRun, OutputTopics, StageInputs},
+        OutputPort, Processor, deadletter,
+        driver::{self, DriverError, DriverRun, LogRecord, MemTopic, OutputTopics, StageInputs},
         kafka::{RuntimeConfig, RuntimeError, RuntimeStats, run_blocking},
         probe::{Probe, ProbeRekey},
     },
@@ -49,6 +53,35 @@ pub enum PipelineError {
         inputs: usize,
         /// Outputs given.
         outputs: usize,
+    },
+}
+
+/// Why a run of the stages in memory stopped.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum MemoryRunError {
+    /// A stage the pipeline file names does not exist or does not fit its topics.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// A writer could not be built, or a dead letter not encoded.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// A stage reads a topic nothing before it wrote.
+    #[error("stage {stage} reads {topic}, which neither the input nor an earlier stage writes")]
+    MissingInput {
+        /// The stage's name.
+        stage: String,
+        /// The topic it reads.
+        topic: String,
+    },
+    /// The driver could not run a stage.
+    #[error("stage {stage}")]
+    Driver {
+        /// The stage's name.
+        stage: String,
+        /// What the driver said.
+        #[source]
+        source: DriverError,
     },
 }
 
@@ -245,6 +278,103 @@ impl<P: Processor + 'static> Build for Make<P> {
     fn store_names(&self, settings: &PipelineConfig) -> Vec<String> {
         (self.0)(settings, 0).stores().iter().map(|s| s.name().to_owned()).collect()
     }
+}
+
+/// Runs `stage_config` (of processor `stage`) over in-memory topics with the driver; its
+/// outputs (named as the stage says) get `partitions` partitions each.
+async fn run_stage_in_memory(
+    stage: &Stage,
+    settings: &PipelineConfig,
+    stage_config: &StageConfig,
+    codec: &Codec,
+    inputs: &[&MemTopic],
+    globals: &[&MemTopic],
+    partitions: i32,
+) -> Result<DriverRun, MemoryRunError> {
+    let name = stage_config.name();
+    let forward = OutputPort::forwarding(stage.outputs);
+    let mut topics =
+        OutputTopics { writers: Vec::new(), topics: Vec::new(), key_writers: Vec::new(), forward };
+    for (port, topic) in stage.outputs.iter().zip(&stage_config.outputs) {
+        topics.writers.push(single_object_writer(codec, port.record)?);
+        topics.key_writers.push(port.key_record.map(|k| single_object_writer(codec, k)).transpose()?);
+        topics.topics.push(MemTopic::new(topic.clone(), partitions));
+    }
+    let untimed: Vec<usize> = (stage_config.inputs.iter().enumerate())
+        .filter(|(_, t)| stage_config.untimed.contains(t))
+        .map(|(i, _)| i)
+        .collect();
+    let rules = settings.input_rules(stage_config);
+    let reads = StageInputs { inputs, globals, untimed: &untimed, rules: &rules };
+    let run = stage.run_memory(settings, name, codec, reads, topics).await;
+    run.map_err(|source| MemoryRunError::Driver { stage: name.to_owned(), source })
+}
+
+/// What one stage did in memory: its input, its state (changelogs) and its time.
+#[derive(Debug)]
+pub struct StageReport {
+    /// The stage's name.
+    pub stage: String,
+    /// Input records read (heartbeats and global inputs included).
+    pub records_in: u64,
+    /// One changelog per store (`<stage>-<store>-changelog`), a partition per task.
+    pub changelogs: Vec<MemTopic>,
+    /// Wall-clock seconds the stage took.
+    pub secs: f64,
+}
+
+/// Runs `stages` in order over `topics` (by name) in memory, adding each stage's outputs
+/// to `topics` and its dead letters to the `dead_letter` topic; returns what each did.
+pub async fn run_all_in_memory(
+    codec: &Codec,
+    settings: &PipelineConfig,
+    stages: &[StageConfig],
+    topics: &mut BTreeMap<String, MemTopic>,
+    dead_letter: &str,
+    partitions: i32,
+) -> Result<Vec<StageReport>, MemoryRunError> {
+    let mut reports = Vec::new();
+    let dl_writer = single_object_writer(codec, deadletter::FULL_NAME)?;
+    for stage in stages {
+        let processor = Stage::named(&stage.processor)?;
+        processor.check(stage)?;
+        let find = |name: &String| {
+            topics.get(name).ok_or_else(|| MemoryRunError::MissingInput {
+                stage: stage.name().to_owned(),
+                topic: name.clone(),
+            })
+        };
+        let inputs = stage.inputs.iter().map(find).collect::<Result<Vec<_>, _>>()?;
+        let globals = stage.globals.iter().map(find).collect::<Result<Vec<_>, _>>()?;
+        let started = std::time::Instant::now();
+        let run =
+            run_stage_in_memory(processor, settings, stage, codec, &inputs, &globals, partitions).await?;
+        let secs = started.elapsed().as_secs_f64();
+        let dl =
+            topics.entry(dead_letter.to_owned()).or_insert_with(|| MemTopic::new(dead_letter, partitions));
+        // As on Kafka: a dead letter goes to its source task's partition, keyed as it came.
+        for letter in &run.dead_letters {
+            let record = LogRecord {
+                key: letter.source_key.clone(),
+                value: Some(dl_writer.encode(letter)?),
+                timestamp_ms: letter.source_timestamp.unwrap_or(0),
+                heartbeat: false,
+                beat: false,
+                writer: crate::runtime::Writer::SOLE,
+            };
+            dl.append(letter.source_partition % dl.partition_count(), record);
+        }
+        for out in run.outputs {
+            topics.insert(out.name.clone(), out);
+        }
+        reports.push(StageReport {
+            stage: stage.name().to_owned(),
+            records_in: run.records_in,
+            changelogs: run.changelogs,
+            secs,
+        });
+    }
+    Ok(reports)
 }
 
 /// `[runs]`'s settings from the pipeline: it re-keys runs by the journal's window length and

@@ -18,6 +18,7 @@ use opentelemetry::{
 };
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
+use thiserror::Error;
 use tracing::Subscriber;
 use tracing_subscriber::{
     EnvFilter, Layer, layer::SubscriberExt, registry::LookupSpan, util::SubscriberInitExt,
@@ -30,6 +31,15 @@ pub const SCOPE: &str = "kubefacts";
 pub const TRACEPARENT: &str = "traceparent";
 
 static EXPORTING: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+/// Why spans cannot be exported (then [`init`] warns and exports nothing).
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum TelemetryError {
+    /// The OTLP exporter could not be built from the `OTEL_*` settings.
+    #[error(transparent)]
+    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+}
 
 /// Whether an OTLP endpoint is configured in the environment.
 pub fn otlp_configured() -> bool {
@@ -55,7 +65,7 @@ pub fn tracer() -> Option<BoxedTracer> {
 
 /// A provider exporting with OTLP/HTTP in batches (a background thread; protocol from
 /// `OTEL_EXPORTER_OTLP_PROTOCOL`, `http/protobuf` by default, or `http/json`).
-fn otlp_provider() -> anyhow::Result<SdkTracerProvider> {
+fn otlp_provider() -> Result<SdkTracerProvider, TelemetryError> {
     crate::http::install_crypto_provider();
     let exporter = opentelemetry_otlp::SpanExporter::builder().with_http().build()?;
     let mut resource = Resource::builder();

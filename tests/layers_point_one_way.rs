@@ -3,7 +3,9 @@
 //! docs/ARCHITECTURE.md ("Layers"), and on any cycle between the files of one module.
 //!
 //! Only source outside tests counts (`tests.rs`, `tests/` folders and inline
-//! `#[cfg(test)] mod tests` blocks may reach anywhere).
+//! `#[cfg(test)] mod tests` blocks may reach anywhere). The binary (`src/main.rs` and the
+//! command line in `src/cli/`) is not the library's: it is read only to be left out, and
+//! the library must not reach it nor use its error crate, `anyhow`.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -13,7 +15,7 @@ use std::{
 
 /// The library's top-level modules, lowest layer first. A module may import modules of a
 /// lower layer only; modules of one layer do not import each other. `cli` is not here: it
-/// is the binary's (src/main.rs), above everything.
+/// is the binary's (src/main.rs, src/cli/), above everything.
 const LAYERS: &[&[&str]] = &[
     // HTTP clients and the TLS crypto provider, shared by everything that speaks HTTP.
     &["http"],
@@ -55,6 +57,8 @@ struct Source {
     path: PathBuf,
 }
 
+/// The library's source files: everything under src/ but the binary's (`main.rs`, `cli/`)
+/// and `lib.rs` (which only declares modules; see [`library_roots`]).
 fn sources() -> Vec<Source> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut out = Vec::new();
@@ -68,7 +72,8 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<Source>) {
     entries.sort();
     for path in entries {
         if path.is_dir() {
-            if path.file_name().unwrap() != "tests" {
+            let binary = dir == root && path.file_name().unwrap() == "cli";
+            if path.file_name().unwrap() != "tests" && !binary {
                 walk(root, &path, out);
             }
             continue;
@@ -219,7 +224,7 @@ fn super_paths(source: &Source) -> Vec<Vec<String>> {
 #[test]
 fn every_top_level_module_has_a_layer() {
     let modules: BTreeSet<String> = sources().iter().map(|s| s.module[0].clone()).collect();
-    let missing: Vec<&String> = modules.iter().filter(|m| *m != "cli" && layer_of(m).is_none()).collect();
+    let missing: Vec<&String> = modules.iter().filter(|m| layer_of(m).is_none()).collect();
     assert!(missing.is_empty(), "modules without a layer in LAYERS: {missing:?}");
 }
 
@@ -255,6 +260,42 @@ fn layer_violations(sources: &[Source]) -> Vec<String> {
         }
     }
     violations.into_iter().collect()
+}
+
+/// The library's files with `lib.rs`, which [`sources`] leaves out (it has no layer).
+fn library_roots() -> Vec<Source> {
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs");
+    let text = without_tests(&strip_comments(&fs::read_to_string(&lib).unwrap()));
+    let mut all = sources();
+    all.push(Source { module: vec!["lib".to_owned()], text, path: lib });
+    all
+}
+
+#[test]
+fn the_library_uses_neither_the_binary_nor_anyhow() {
+    let found = binary_mentions(&library_roots());
+    assert!(
+        found.is_empty(),
+        "library files that name the binary's command line or its error crate (anyhow is for \
+         src/main.rs, src/cli/ and tests; the library has thiserror enums):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+/// Library files that mention `anyhow`, `crate::cli` or declare a `cli` module.
+fn binary_mentions(sources: &[Source]) -> Vec<String> {
+    let mut found = Vec::new();
+    for source in sources {
+        let path = source.path.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap().display();
+        for (n, line) in source.text.lines().enumerate() {
+            let cli = crate_paths(line).iter().any(|p| p[0] == "cli")
+                || line.split_whitespace().collect::<Vec<_>>().windows(2).any(|w| w == ["mod", "cli;"]);
+            if line.contains("anyhow") || cli {
+                found.push(format!("{path}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    found
 }
 
 #[test]
@@ -333,4 +374,14 @@ fn the_checker_finds_what_it_must() {
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert!(violations[0].contains("src/runtime/driver.rs (runtime) imports crate::observe::InputTopic"));
     assert_eq!(file_cycles(&planted), ["journal::runs <-> journal::tracked"]);
+    let binary = [
+        file("telemetry", "fn f() -> anyhow::Result<()> { Ok(()) }"),
+        file("pipeline", "use crate::{codec::Codec, cli::stages::run};"),
+        file("codec::frame", "// anyhow and crate::cli in a comment\nfn f() {}"),
+        file("watch", "#[cfg(test)]\nmod tests { use anyhow::Context; }"),
+    ];
+    let found = binary_mentions(&binary);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].starts_with("src/telemetry.rs:1: "), "{found:?}");
+    assert!(found[1].starts_with("src/pipeline.rs:1: "), "{found:?}");
 }

@@ -1,10 +1,11 @@
 //! One trace from a published observation through `kubefacts process` on the real broker:
 //! the publisher's `publish` span, the runtime's `process` span of that record (its child,
 //! through the record's `traceparent` header), and the `traceparent` header of the outputs
-//! written while processing it pointing at that `process` span. Both verbs run in this
-//! process through the CLI entry points (the real publish and runtime paths), with spans
-//! going to the SDK's in-memory exporter, so the test sees every span's parent and
-//! attributes directly (docs/TRACING.md).
+//! written while processing it pointing at that `process` span. Both verbs run as the built
+//! `kubefacts` binary (the real publish and runtime paths), exporting their spans with
+//! OTLP/HTTP JSON (the `OTEL_*` variables docs/TRACING.md names) to a collector in this
+//! test, which turns them back into the SDK's span data, so the test sees every span's
+//! parent and attributes directly.
 //!
 //! Session projections are emitted while their session/pod record is processed: publish →
 //! process → header. Job-run facts are filed when stream time passes a run's due time (in
@@ -18,22 +19,162 @@ mod support;
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
-    time::{Duration, Instant},
+    process::{Command, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant, SystemTime},
 };
 
-use clap::Parser;
-use kubefacts::{cli::Cli, telemetry};
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, Response, body::Bytes, body::Incoming, server::conn::http1, service::service_fn};
+use hyper_util::rt::TokioIo;
 use opentelemetry::{
-    Value,
-    trace::{SpanId, SpanKind},
+    InstrumentationScope, KeyValue, Value,
+    trace::{Link, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState},
 };
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 use rdkafka::{
     ClientConfig, Message, Offset, TopicPartitionList,
     consumer::{BaseConsumer, Consumer},
     message::Headers,
 };
 use support::{infra, repo_path, unique_name};
+
+/// An OTLP/HTTP collector (JSON encoding): every span the binaries export, as span data.
+#[derive(Debug, Clone, Default)]
+struct Collector(Arc<Mutex<Vec<SpanData>>>);
+
+impl Collector {
+    /// Listens on a free local port; returns the collector and its base URL (what
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` takes).
+    async fn start() -> (Self, String) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let collector = Self::default();
+        let spans = collector.clone();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let spans = spans.clone();
+                let service = service_fn(move |req: Request<Incoming>| {
+                    let spans = spans.clone();
+                    async move {
+                        let body = req.into_body().collect().await?.to_bytes();
+                        spans.receive(&body);
+                        // An empty ExportTraceServiceResponse: every span accepted.
+                        Ok::<_, hyper::Error>(Response::new(Full::new(Bytes::from_static(b"{}"))))
+                    }
+                });
+                tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
+            }
+        });
+        (collector, url)
+    }
+
+    /// Every span received so far (named as the SDK's in-memory exporter names it).
+    fn get_finished_spans(&self) -> Result<Vec<SpanData>, std::convert::Infallible> {
+        Ok(self.0.lock().unwrap().clone())
+    }
+
+    /// Stores the spans of one ExportTraceServiceRequest.
+    fn receive(&self, body: &[u8]) {
+        let request: serde_json::Value = serde_json::from_slice(body).expect("an OTLP JSON request");
+        let mut spans = self.0.lock().unwrap();
+        for resource in request["resourceSpans"].as_array().into_iter().flatten() {
+            for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+                let name = scope["scope"]["name"].as_str().unwrap_or_default().to_owned();
+                for span in scope["spans"].as_array().into_iter().flatten() {
+                    spans.push(span_data(span, InstrumentationScope::builder(name.clone()).build()));
+                }
+            }
+        }
+    }
+}
+
+/// OTLP's span flags: the low byte is the W3C trace flags; these bits say whether the
+/// parent (or a link's span) is remote.
+const HAS_IS_REMOTE: u64 = 0x100;
+const IS_REMOTE: u64 = 0x200;
+
+/// One OTLP JSON span as the SDK's span data (ids in hex, times and ints as strings).
+fn span_data(span: &serde_json::Value, instrumentation_scope: InstrumentationScope) -> SpanData {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    let nanos = |v: &serde_json::Value| text(v).parse::<u64>().unwrap_or(0);
+    let time = |v: &serde_json::Value| SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos(v));
+    let context = |s: &serde_json::Value, remote: bool| {
+        SpanContext::new(
+            TraceId::from_hex(&text(&s["traceId"])).unwrap(),
+            SpanId::from_hex(&text(&s["spanId"])).unwrap(),
+            TraceFlags::new(s["flags"].as_u64().unwrap_or(0) as u8),
+            remote,
+            TraceState::default(),
+        )
+    };
+    let remote = |s: &serde_json::Value| {
+        let flags = s["flags"].as_u64().unwrap_or(0);
+        flags & HAS_IS_REMOTE != 0 && flags & IS_REMOTE != 0
+    };
+    let parent = text(&span["parentSpanId"]);
+    let mut links = SpanLinks::default();
+    links.links = (span["links"].as_array().into_iter().flatten())
+        .map(|l| Link::new(context(l, remote(l)), attributes(&l["attributes"]), 0))
+        .collect();
+    SpanData {
+        span_context: context(span, false),
+        parent_span_id: if parent.is_empty() { SpanId::INVALID } else { SpanId::from_hex(&parent).unwrap() },
+        parent_span_is_remote: remote(span),
+        span_kind: match span["kind"].as_u64() {
+            Some(2) => SpanKind::Server,
+            Some(3) => SpanKind::Client,
+            Some(4) => SpanKind::Producer,
+            Some(5) => SpanKind::Consumer,
+            _ => SpanKind::Internal,
+        },
+        name: text(&span["name"]).into(),
+        start_time: time(&span["startTimeUnixNano"]),
+        end_time: time(&span["endTimeUnixNano"]),
+        attributes: attributes(&span["attributes"]),
+        dropped_attributes_count: 0,
+        events: SpanEvents::default(),
+        links,
+        status: Status::Unset,
+        instrumentation_scope,
+    }
+}
+
+/// OTLP JSON attributes (`{"key", "value": {"stringValue" | "intValue" | …}}`).
+fn attributes(list: &serde_json::Value) -> Vec<KeyValue> {
+    let value = |v: &serde_json::Value| -> Value {
+        if let Some(s) = v["stringValue"].as_str() {
+            Value::from(s.to_owned())
+        } else if let Some(b) = v["boolValue"].as_bool() {
+            Value::Bool(b)
+        } else if let Some(i) = v["intValue"].as_str().and_then(|i| i.parse().ok()).or(v["intValue"].as_i64())
+        {
+            Value::I64(i)
+        } else if let Some(f) = v["doubleValue"].as_f64() {
+            Value::F64(f)
+        } else {
+            Value::from(v.to_string())
+        }
+    };
+    (list.as_array().into_iter().flatten())
+        .map(|kv| KeyValue::new(kv["key"].as_str().unwrap_or_default().to_owned(), value(&kv["value"])))
+        .collect()
+}
+
+/// The `kubefacts` binary with `args`, exporting its spans to `collector` (a URL).
+fn kubefacts(collector: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubefacts"));
+    cmd.args(args)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        // In process the spans went to a simple exporter, which drops none; the batch
+        // exporter drops what overflows its queue (2048 by default).
+        .env("OTEL_BSP_MAX_QUEUE_SIZE", "65536")
+        .stdout(Stdio::null());
+    cmd
+}
 
 /// (key, traceparent header) of every committed record of `topic` so far.
 fn read_headers(bootstrap: &str, topic: &str) -> Vec<(Vec<u8>, Option<String>)> {
@@ -112,9 +253,7 @@ fn describe(span: &SpanData) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
     let infra = infra();
-    let exporter = InMemorySpanExporter::default();
-    let provider = SdkTracerProvider::builder().with_simple_exporter(exporter.clone()).build();
-    telemetry::install(provider.clone());
+    let (exporter, collector) = Collector::start().await;
 
     let dir = tempfile::tempdir().unwrap();
     let prefix = format!("{}.", unique_name("trace"));
@@ -129,9 +268,12 @@ async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
     let demo = repo_path("tests/fixtures/traces/demo.jsonl");
     let bootstrap = infra.bootstrap.as_str();
 
-    let publish = ["kubefacts", "publish", "--create-topics", "--partitions", "3", "--bootstrap", bootstrap];
-    let publish = publish.iter().copied().chain(["--input", &demo, "--config", &config]);
-    Cli::try_parse_from(publish).unwrap().run().await.unwrap();
+    let publish = ["publish", "--create-topics", "--partitions", "3", "--bootstrap", bootstrap];
+    let publish: Vec<&str> = publish.iter().copied().chain(["--input", &demo, "--config", &config]).collect();
+    // The binary flushes its spans to the collector before it exits.
+    let mut publish = kubefacts(&collector, &publish);
+    let out = tokio::task::spawn_blocking(move || publish.output()).await.unwrap().unwrap();
+    assert!(out.status.success(), "publish: {}", String::from_utf8_lossy(&out.stderr));
     let published: Vec<SpanData> =
         exporter.get_finished_spans().unwrap().into_iter().filter(|s| s.name == "publish").collect();
     assert!(!published.is_empty(), "the publisher made no publish spans");
@@ -143,13 +285,11 @@ async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
         string(s, "messaging.destination.partition.id").parse::<i32>().unwrap();
     }
 
-    let process = ["kubefacts", "process", "--create-topics", "--instance-id", "a", "--bootstrap", bootstrap];
-    let process = process.iter().copied().chain(["--config", &config]);
-    let process = Cli::try_parse_from(process).unwrap();
-    // `Cli::run` is not `Send`: its own runtime on its own thread, as in `main`.
-    let running = std::thread::spawn(move || {
-        tokio::runtime::Runtime::new().unwrap().block_on(process.run()).map_err(|e| format!("{e:#}"))
-    });
+    let process = ["process", "--create-topics", "--instance-id", "a", "--bootstrap", bootstrap];
+    let process: Vec<&str> = process.iter().copied().chain(["--config", &config]).collect();
+    let log = dir.path().join("process.log");
+    let mut running =
+        kubefacts(&collector, &process).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
 
     let facts = format!("{prefix}job-run-facts.v1");
     let projections = format!("{prefix}session-projections.v1");
@@ -171,12 +311,13 @@ async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     // Stop `process` (it handles SIGTERM: commits, leaves the group, returns), so every
-    // stage has committed and every span has ended.
-    let pid = std::process::id().to_string();
+    // stage has committed and every span has ended; on its way out the binary flushes its
+    // spans to the collector.
+    let pid = running.id().to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let stopped = tokio::task::spawn_blocking(move || running.join().unwrap());
-    tokio::time::timeout(Duration::from_secs(60), stopped).await.unwrap().unwrap().unwrap();
-    provider.force_flush().unwrap();
+    let stopped = tokio::task::spawn_blocking(move || running.wait());
+    let status = tokio::time::timeout(Duration::from_secs(60), stopped).await.unwrap().unwrap().unwrap();
+    assert!(status.success(), "process: {status}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
 
     let spans = exporter.get_finished_spans().unwrap();
     let by_id: HashMap<SpanId, &SpanData> = spans.iter().map(|s| (s.span_context.span_id(), s)).collect();

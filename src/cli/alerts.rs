@@ -1,12 +1,12 @@
 //! `kubefacts alerts`: forward the coverage alerts of `[coverage]` to Alertmanager
-//! ([`crate::alerts`], `docs/ALERTS.md`).
+//! ([`kubefacts::alerts`], `docs/ALERTS.md`).
 
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 use clap::Args;
 
-use crate::{
+use kubefacts::{
     alerts::{AlertsRun, ForwarderConfig, shell},
     config::PipelineConfig,
 };

@@ -1,6 +1,6 @@
 //! `kubefacts cleaner`: apply the cleanup decisions of `[runs]` to the cluster — a dry run
 //! unless `--apply` — and record every outcome on `cleanup-outcomes.v1`, exactly once per
-//! decision ([`crate::cleanup::cleaner`], `docs/CLEANER.md`).
+//! decision ([`kubefacts::cleanup::cleaner`], `docs/CLEANER.md`).
 
 use std::{
     path::PathBuf,
@@ -20,7 +20,7 @@ use rdkafka::{
     consumer::{BaseConsumer, Consumer},
 };
 
-use crate::{
+use kubefacts::{
     cleanup::cleaner::shell::{self, CleanerRun},
     config::PipelineConfig,
     metrics::{Metrics, MetricsServer},
@@ -190,7 +190,7 @@ fn cleaner_client(mut config: kube::Config, run: &CleanerRun) -> anyhow::Result<
 /// topics. Existing topics may have any partition count.
 async fn prepare_topics(
     run: &CleanerRun,
-    topics: &crate::config::TopicsConfig,
+    topics: &kubefacts::config::TopicsConfig,
     create: bool,
     partitions: i32,
 ) -> anyhow::Result<()> {

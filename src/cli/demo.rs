@@ -22,9 +22,8 @@ use super::{
     progress::{Progress, thousands},
     replay::write_jsonl,
     simulate::FleetArgs,
-    stages::{StageReport, run_all_in_memory},
 };
-use crate::{
+use kubefacts::{
     cleanup::{CleanupDecision, RetentionSource},
     codec::{
         Codec, RecordWriter,
@@ -35,6 +34,7 @@ use crate::{
     journal::{JobRun, JobRunWindow, RunResult},
     observe::memory::MemInputs,
     observe::{AdmissionCounts, InputTopic, ObservationRecord, Observer, model::Source},
+    pipeline::{StageReport, run_all_in_memory},
     runtime::driver::MemTopic,
     sessions::{OwnerRetainedCompute, RetentionState, SessionProjection},
     simulate,
@@ -127,7 +127,10 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         let name = topic.topic_name(&config.topics);
         writers.insert(
             topic,
-            RecordWriter::new(known, crate::codec::Framing::SingleObject { fingerprint: known.fingerprint })?,
+            RecordWriter::new(
+                known,
+                kubefacts::codec::Framing::SingleObject { fingerprint: known.fingerprint },
+            )?,
         );
         jsonl.insert(topic, BufWriter::new(create(&args.output, &format!("{name}.jsonl"))?));
         let file = create(&args.output, &format!("{name}.avro"))?;
@@ -531,7 +534,7 @@ fn print_decisions(config: &PipelineConfig, decisions: &[CleanupDecision]) {
 /// Lease coverage: the manager's gaps, the state changes, what fired and what a stopped
 /// control plane excused.
 fn print_coverage(alerts: &[CoverageAlert]) {
-    use crate::coverage::CoverageState as S;
+    use kubefacts::coverage::CoverageState as S;
     let time = |ms: i64| rfc3339_millis(ms).unwrap_or_default();
     let mut entered: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut last: BTreeMap<&str, &CoverageAlert> = BTreeMap::new();

@@ -11,7 +11,6 @@ mod replay;
 mod schemas;
 mod session_event;
 mod simulate;
-pub(crate) mod stages;
 mod tail;
 mod watch;
 
@@ -26,7 +25,6 @@ pub use replay::ReplayArgs;
 pub use schemas::SchemasArgs;
 pub use session_event::SessionEventArgs;
 pub use simulate::SimulateArgs;
-pub use stages::{StageReport, run_all_in_memory};
 pub use tail::TailArgs;
 pub use watch::WatchArgs;
 
@@ -45,13 +43,13 @@ pub struct KafkaArgs {
 
 impl KafkaArgs {
     /// The codec: Confluent framing through the registry when one is given.
-    pub fn codec(&self) -> anyhow::Result<crate::codec::Codec> {
+    pub fn codec(&self) -> anyhow::Result<kubefacts::codec::Codec> {
         let registry = self
             .registry
             .as_deref()
-            .map(|u| crate::codec::RegistryClient::new(u, std::time::Duration::from_secs(10)))
+            .map(|u| kubefacts::codec::RegistryClient::new(u, std::time::Duration::from_secs(10)))
             .transpose()?;
-        Ok(crate::codec::Codec::new(registry)?)
+        Ok(kubefacts::codec::Codec::new(registry)?)
     }
 }
 
@@ -68,17 +66,21 @@ pub struct InputTopicArgs {
 
 impl InputTopicArgs {
     /// Creates the input topics named by `topics` when `--create-topics` was given.
-    pub async fn ensure(&self, bootstrap: &str, topics: &crate::config::TopicsConfig) -> anyhow::Result<()> {
+    pub async fn ensure(
+        &self,
+        bootstrap: &str,
+        topics: &kubefacts::config::TopicsConfig,
+    ) -> anyhow::Result<()> {
         if !self.create_topics {
             return Ok(());
         }
         let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
             rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
-        let specs: Vec<crate::runtime::topics::TopicSpec> = crate::observe::InputTopic::ALL
+        let specs: Vec<kubefacts::runtime::topics::TopicSpec> = kubefacts::observe::InputTopic::ALL
             .iter()
             .map(|t| topics.spec(&t.topic_name(topics), self.partitions, false))
             .collect();
-        crate::runtime::topics::ensure_topics(&admin, &specs, true).await?;
+        kubefacts::runtime::topics::ensure_topics(&admin, &specs, true).await?;
         Ok(())
     }
 }
@@ -88,8 +90,8 @@ impl InputTopicArgs {
 #[command(name = "kubefacts", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     /// Log line format on stderr (levels from RUST_LOG, default warn).
-    #[arg(long, global = true, value_enum, default_value_t = crate::telemetry::LogFormat::Text)]
-    pub log_format: crate::telemetry::LogFormat,
+    #[arg(long, global = true, value_enum, default_value_t = kubefacts::telemetry::LogFormat::Text)]
+    pub log_format: kubefacts::telemetry::LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -12,7 +12,7 @@ use std::{
 use anyhow::Context;
 
 use super::progress::CountingRead;
-use crate::{
+use kubefacts::{
     observe::{Observation, Observer},
     trace::{self, TraceEntry, TraceError, TraceReader},
 };
@@ -124,7 +124,7 @@ where
     /// what observing them released (heartbeat records, and anything admission held).
     pub(super) fn finish(
         &mut self,
-        config: &crate::config::PipelineConfig,
+        config: &kubefacts::config::PipelineConfig,
     ) -> (Vec<TraceEntry>, Vec<Observation>) {
         let added = if self.entries == 0 {
             Vec::new()
@@ -192,8 +192,11 @@ pub struct FinishArgs {
 }
 
 /// The heartbeats `--finish` adds after a trace whose last entry was observed at `last_ms`
-/// ([`crate::config::PipelineConfig::finishing_heartbeats`]).
-pub(super) fn finishing_heartbeats(last_ms: i64, config: &crate::config::PipelineConfig) -> Vec<TraceEntry> {
+/// ([`kubefacts::config::PipelineConfig::finishing_heartbeats`]).
+pub(super) fn finishing_heartbeats(
+    last_ms: i64,
+    config: &kubefacts::config::PipelineConfig,
+) -> Vec<TraceEntry> {
     config.finishing_heartbeats(last_ms)
 }
 
@@ -201,12 +204,12 @@ pub(super) fn finishing_heartbeats(last_ms: i64, config: &crate::config::Pipelin
 pub(super) fn finished_line(
     verb: &str,
     added: &[TraceEntry],
-    config: &crate::config::PipelineConfig,
+    config: &kubefacts::config::PipelineConfig,
 ) -> String {
     let (Some(first), Some(last)) = (added.first(), added.last()) else {
         return format!("{verb}: --finish added nothing (the trace is empty)");
     };
-    let time = |ms: i64| crate::codec::json::rfc3339_millis(ms).unwrap_or_else(|| ms.to_string());
+    let time = |ms: i64| kubefacts::codec::json::rfc3339_millis(ms).unwrap_or_else(|| ms.to_string());
     format!(
         "{verb}: finished the trace as a quiet cluster would: {} heartbeat(s) every {} ms from {} to {} \
          (past the last window's end + grace): every window is final",

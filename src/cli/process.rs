@@ -24,8 +24,8 @@ use rdkafka::{
 };
 use tokio::task::JoinSet;
 
-use crate::pipeline::Stage as StageDef;
-use crate::{
+use kubefacts::pipeline::Stage as StageDef;
+use kubefacts::{
     config::{PipelineConfig, ProcessConfig, StageConfig},
     metrics::{Metrics, MetricsServer},
     runtime::{
@@ -96,8 +96,8 @@ pub struct ProcessArgs {
     pub failpoint: Option<Failpoint>,
 }
 
-/// `--processor`: a stage of [`crate::pipeline::STAGES`] by name.
-fn stage_named(name: &str) -> Result<&'static StageDef, crate::pipeline::PipelineError> {
+/// `--processor`: a stage of [`kubefacts::pipeline::STAGES`] by name.
+fn stage_named(name: &str) -> Result<&'static StageDef, kubefacts::pipeline::PipelineError> {
     StageDef::named(name)
 }
 
@@ -260,7 +260,7 @@ async fn prepare_topics(
     cfg: &RuntimeConfig,
     processor: &StageDef,
     settings: &ProcessConfig,
-    topics: &crate::config::TopicsConfig,
+    topics: &kubefacts::config::TopicsConfig,
 ) -> anyhow::Result<()> {
     let (create, partitions) = (settings.create_topics, settings.partitions);
     let admin: AdminClient<DefaultClientContext> =
@@ -291,8 +291,9 @@ async fn prepare_topics(
         .collect();
     specs.push(topics.spec(&cfg.dead_letter, partitions, false));
     let mut stores: Vec<String> = processor.stores.iter().map(|s| (*s).to_owned()).collect();
-    stores
-        .extend(crate::runtime::task::runtime_stores(!cfg.globals.is_empty()).into_iter().map(String::from));
+    stores.extend(
+        kubefacts::runtime::task::runtime_stores(!cfg.globals.is_empty()).into_iter().map(String::from),
+    );
     for store in stores {
         specs.push(TopicSpec::new(cfg.changelog_topic(&store), input_partitions).compacted());
     }

@@ -9,7 +9,7 @@ use super::{
     observed::{FinishArgs, Observed, TraceFile, finished_line},
     progress::Progress,
 };
-use crate::{
+use kubefacts::{
     config::PipelineConfig,
     observe::{Observer, model::Source},
     watch::Publisher,
@@ -104,17 +104,17 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
 #[derive(Debug)]
 struct RetentionGuard {
     /// Per input topic with a finite retention: (name, retention.ms, oldest timestamp kept).
-    limits: Vec<(crate::observe::InputTopic, String, i64, i64)>,
+    limits: Vec<(kubefacts::observe::InputTopic, String, i64, i64)>,
 }
 
 impl RetentionGuard {
-    async fn read(bootstrap: &str, topics: &crate::config::TopicsConfig) -> anyhow::Result<Self> {
+    async fn read(bootstrap: &str, topics: &kubefacts::config::TopicsConfig) -> anyhow::Result<Self> {
         let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
             rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
-        let names: Vec<(crate::observe::InputTopic, String)> =
-            crate::observe::InputTopic::ALL.iter().map(|t| (*t, t.topic_name(topics))).collect();
+        let names: Vec<(kubefacts::observe::InputTopic, String)> =
+            kubefacts::observe::InputTopic::ALL.iter().map(|t| (*t, t.topic_name(topics))).collect();
         let refs: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
-        let retention = crate::runtime::topics::retention_ms(&admin, &refs).await?;
+        let retention = kubefacts::runtime::topics::retention_ms(&admin, &refs).await?;
         let now = jiff::Timestamp::now().as_millisecond();
         let limits = names
             .into_iter()
@@ -126,7 +126,7 @@ impl RetentionGuard {
         Ok(Self { limits })
     }
 
-    fn check(&self, obs: &crate::observe::Observation) -> anyhow::Result<()> {
+    fn check(&self, obs: &kubefacts::observe::Observation) -> anyhow::Result<()> {
         let at = obs.record.observed_at();
         let Some((_, name, ms, oldest)) = self.limits.iter().find(|(t, ..)| *t == obs.topic) else {
             return Ok(());
@@ -134,7 +134,7 @@ impl RetentionGuard {
         if at >= *oldest {
             return Ok(());
         }
-        let time = |ms: i64| crate::codec::json::rfc3339_millis(ms).unwrap_or_else(|| ms.to_string());
+        let time = |ms: i64| kubefacts::codec::json::rfc3339_millis(ms).unwrap_or_else(|| ms.to_string());
         anyhow::bail!(
             "refusing to publish: an observation from {} is older than topic {name}'s retention \
              (retention.ms={ms}, {:.1} days; set by topics.retention.inputs_ms): the broker deletes records \

@@ -14,7 +14,7 @@ use std::{
 use anyhow::Context;
 use clap::Args;
 
-use crate::{
+use kubefacts::{
     codec::{
         Codec,
         json::{Timestamps, to_json},
@@ -22,13 +22,13 @@ use crate::{
     config::PipelineConfig,
     observe::memory::MemInputs,
     observe::{Observer, model::Source},
+    pipeline::run_all_in_memory,
     runtime::driver::MemTopic,
 };
 
 use super::{
     observed::{FinishArgs, Observed, TraceFile, finished_line},
     progress::Progress,
-    stages::run_all_in_memory,
 };
 
 /// Arguments of `kubefacts replay`.
@@ -147,7 +147,7 @@ pub(super) async fn write_jsonl(
             let line = Line {
                 partition,
                 offset,
-                timestamp: crate::codec::json::rfc3339_millis(rec.timestamp_ms),
+                timestamp: kubefacts::codec::json::rfc3339_millis(rec.timestamp_ms),
                 key: &key,
                 value: &value,
             };

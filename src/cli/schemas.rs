@@ -3,7 +3,7 @@
 use anyhow::bail;
 use clap::Args;
 
-use crate::codec::{SchemaSet, evolution};
+use kubefacts::codec::{SchemaSet, evolution};
 
 /// Arguments of `kubefacts schemas`.
 #[derive(Debug, Args)]

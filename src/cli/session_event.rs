@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde::Deserialize;
 
-use crate::{
+use kubefacts::{
     config::PipelineConfig,
     observe::{
         InputTopic, Observation, ObservationRecord,

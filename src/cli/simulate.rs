@@ -12,7 +12,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::progress::Progress;
-use crate::simulate::{self, SimulationStats};
+use kubefacts::simulate::{self, SimulationStats};
 
 /// Arguments of `kubefacts simulate`.
 #[derive(Debug, Args)]

@@ -18,7 +18,7 @@ use rdkafka::{
 };
 use serde_json::json;
 
-use crate::{
+use kubefacts::{
     codec::{
         Framing,
         json::{Timestamps, to_json},

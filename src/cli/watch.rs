@@ -7,7 +7,7 @@ use std::{path::PathBuf, sync::Arc};
 use anyhow::Context;
 use clap::Args;
 
-use crate::{
+use kubefacts::{
     config::PipelineConfig,
     metrics::{Metrics, MetricsServer},
     observe::{Observer, model::Source},

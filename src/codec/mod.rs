@@ -287,6 +287,13 @@ impl std::io::Read for EofGuard<'_> {
     }
 }
 
+/// A writer of the current revision of `record`, framed as single-object encoding (no
+/// registry in memory).
+pub fn single_object_writer(codec: &Codec, record: &str) -> Result<RecordWriter, CodecError> {
+    let known = codec.schemas().current(record)?;
+    RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint })
+}
+
 /// Writes records of one schema with one framing; synchronous, for the hot path.
 pub struct RecordWriter {
     known: Arc<KnownSchema>,

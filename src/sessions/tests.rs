@@ -10,8 +10,7 @@ use super::{
     retention::{PHASES, RetentionState as R, SESSION_STATES},
 };
 use crate::{
-    cli::stages::single_object_writer,
-    codec::Codec,
+    codec::{Codec, single_object_writer},
     observe::{
         ObservationEvent, PodObservation, SessionObservation,
         model::{
