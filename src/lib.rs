@@ -27,6 +27,8 @@ pub mod codec;
 pub mod config;
 pub mod coverage;
 pub mod facts;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod http;
 pub mod journal;
 pub mod metrics;

@@ -17,8 +17,9 @@ use std::{
 /// lower layer only; modules of one layer do not import each other. `cli` is not here: it
 /// is the binary's (src/main.rs, src/cli/), above everything.
 const LAYERS: &[&[&str]] = &[
-    // HTTP clients and the TLS crypto provider, shared by everything that speaks HTTP.
-    &["http"],
+    // HTTP clients and the TLS crypto provider, shared by everything that speaks HTTP; the
+    // Kubernetes object builders of the tests.
+    &["http", "fixtures"],
     // Avro and telemetry know nothing of Kubernetes or of the runtime.
     &["codec", "telemetry"],
     // The exactly-once runtime: processors, stores, tasks, drivers. No domain type.

@@ -12,6 +12,7 @@ use std::{
 
 use kubefacts::{
     codec::Codec,
+    fixtures,
     observe::{InputTopic, ObservationEvent, ObservationRecord},
     runtime::partitioner::partition_for_key,
 };
@@ -150,50 +151,49 @@ fn uid(n: u32) -> String {
 }
 
 fn namespace(name: &str, annotations: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "annotations": annotations}})
+    fixtures::namespace(name).annotations(annotations).value()
 }
 
 fn cronjob(n: u32, ns: &str, annotations: Value) -> Value {
-    json!({"apiVersion": "batch/v1", "kind": "CronJob",
-        "metadata": {"name": format!("cron-{n}"), "namespace": ns, "uid": uid(n), "annotations": annotations},
-        "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
-            "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}}}}})
+    let pods = json!({"restartPolicy": "Never", "containers": [fixtures::container("main", "busybox")]});
+    fixtures::cronjob(ns, &format!("cron-{n}"), "*/5 * * * *", json!([]))
+        .uid(&uid(n))
+        .annotations(annotations)
+        .set("/spec/jobTemplate/spec/template/spec", pods)
+        .value()
 }
 
 /// A finished Job carrying secrets where minimization must never look.
 fn job(n: u32, ns: &str, cronjob: Option<u32>, annotations: Value, template_annotations: Value) -> Value {
-    let owners: Vec<Value> = cronjob
-        .map(|c| json!({"apiVersion": "batch/v1", "kind": "CronJob", "name": format!("cron-{c}"), "uid": uid(c), "controller": true}))
-        .into_iter()
-        .collect();
-    json!({"apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": format!("job-{n}"), "namespace": ns, "uid": uid(n), "ownerReferences": owners,
-                     "annotations": annotations, "labels": {"team": "SECRET-LABEL-VALUE"}},
-        "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 2, "template": {
+    fixtures::job(ns, &format!("job-{n}"))
+        .uid(&uid(n))
+        .owners(cronjob.map(|c| fixtures::controller("CronJob", &format!("cron-{c}"), &uid(c))))
+        .annotations(annotations)
+        .labels(json!({"team": "SECRET-LABEL-VALUE"}))
+        .spec(json!({"parallelism": 1, "completions": 1, "backoffLimit": 2, "template": {
             "metadata": {"annotations": template_annotations},
             "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "registry.example.com/SECRET-IMAGE",
                 "command": ["/bin/sh", "-c", "SECRET-COMMAND"], "args": ["--token=SECRET-ARG"],
-                "env": [{"name": "PASSWORD", "value": "SECRET-ENV-VALUE"}]}]}}},
-        "status": {"startTime": "2026-11-29T10:00:00Z", "completionTime": "2026-11-29T10:01:00Z", "succeeded": 1,
+                "env": [{"name": "PASSWORD", "value": "SECRET-ENV-VALUE"}]}]}}}))
+        .status(json!({"startTime": "2026-11-29T10:00:00Z", "completionTime": "2026-11-29T10:01:00Z", "succeeded": 1,
             "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-29T10:01:00Z",
-                            "reason": "Completed", "message": "SECRET-CONDITION-MESSAGE"}]}})
+                            "reason": "Completed", "message": "SECRET-CONDITION-MESSAGE"}]}))
+        .value()
 }
 
 fn pod(n: u32, ns: &str, job: Option<u32>, annotations: Value) -> Value {
-    let owners: Vec<Value> = job
-        .map(|j| json!({"apiVersion": "batch/v1", "kind": "Job", "name": format!("job-{j}"), "uid": uid(j), "controller": true}))
-        .into_iter()
-        .collect();
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("pod-{n}"), "namespace": ns, "uid": uid(n), "ownerReferences": owners,
-                     "annotations": annotations},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox",
+    fixtures::pod(ns, &format!("pod-{n}"))
+        .uid(&uid(n))
+        .owners(job.map(|j| fixtures::controller("Job", &format!("job-{j}"), &uid(j))))
+        .annotations(annotations)
+        .spec(json!({"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox",
             "command": ["SECRET-COMMAND"], "args": ["SECRET-ARG"], "env": [{"name": "K", "value": "SECRET-ENV-VALUE"}],
-            "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}}]},
-        "status": {"phase": "Succeeded", "message": "SECRET-POD-MESSAGE", "containerStatuses": [{
+            "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}}]}))
+        .status(json!({"phase": "Succeeded", "message": "SECRET-POD-MESSAGE", "containerStatuses": [{
             "name": "main", "ready": false, "restartCount": 0, "image": "busybox", "imageID": "", "containerID": "x",
             "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": "SECRET-TERMINATION-MESSAGE",
-                                     "startedAt": "2026-11-29T10:00:01Z", "finishedAt": "2026-11-29T10:00:59Z"}}}]}})
+                                     "startedAt": "2026-11-29T10:00:01Z", "finishedAt": "2026-11-29T10:00:59Z"}}}]}))
+        .value()
 }
 
 fn none() -> Value {

@@ -10,6 +10,7 @@ use super::{
 };
 use crate::{
     codec::{Codec, Framing, RecordWriter},
+    fixtures,
     observe::{InputTopic, MinimizeConfig, Observer, memory::MemInputs, model::Source},
     runtime::{
         OutputPort,
@@ -144,22 +145,19 @@ async fn runs_full(
 }
 
 fn job(n: u32, cronjob: Option<u32>, spec: Value, status: Value) -> Value {
-    let owners: Vec<Value> = cronjob
-        .map(|c| json!({"apiVersion": "batch/v1", "kind": "CronJob", "name": format!("nightly-{c}"), "uid": uid(c), "controller": true}))
-        .into_iter()
-        .collect();
     let mut spec = spec;
     spec["template"] =
-        json!({"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "x"}]}});
-    json!({"apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": format!("job-{n}"), "namespace": "etl", "uid": uid(n), "ownerReferences": owners},
-        "spec": spec, "status": status})
+        json!({"spec": {"restartPolicy": "Never", "containers": [fixtures::container("main", "x")]}});
+    fixtures::job("etl", &format!("job-{n}"))
+        .uid(&uid(n))
+        .owners(cronjob.map(|c| fixtures::controller("CronJob", &format!("nightly-{c}"), &uid(c))))
+        .spec(spec)
+        .status(status)
+        .value()
 }
 
 fn cronjob(n: u32) -> Value {
-    json!({"apiVersion": "batch/v1", "kind": "CronJob",
-        "metadata": {"name": format!("nightly-{n}"), "namespace": "etl", "uid": uid(n)},
-        "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}}})
+    fixtures::cronjob("etl", &format!("nightly-{n}"), "0 * * * *", json!([])).uid(&uid(n)).value()
 }
 
 fn condition(ty: &str, reason: &str, at: i64) -> Value {
@@ -178,11 +176,14 @@ fn pod(n: u32, job: u32, code: i32, reason: &str, previous: Option<(i32, &str)>)
     if let Some((c, r)) = previous {
         status["lastState"] = term(c, r, &format!("containerd://{n}-a"));
     }
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("pod-{n}"), "namespace": "etl", "uid": uid(n), "ownerReferences":
-            [{"apiVersion": "batch/v1", "kind": "Job", "name": format!("job-{job}"), "uid": uid(job), "controller": true}]},
-        "spec": {"containers": [{"name": "main", "image": "x"}]},
-        "status": {"phase": if code == 0 { "Succeeded" } else { "Failed" }, "containerStatuses": [status]}})
+    fixtures::pod("etl", &format!("pod-{n}"))
+        .uid(&uid(n))
+        .owners([fixtures::controller("Job", &format!("job-{job}"), &uid(job))])
+        .spec(json!({"containers": [fixtures::container("main", "x")]}))
+        .status(
+            json!({"phase": if code == 0 { "Succeeded" } else { "Failed" }, "containerStatuses": [status]}),
+        )
+        .value()
 }
 
 /// A watcher heartbeat: stream time reaches `ms` on every partition.

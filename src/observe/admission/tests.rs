@@ -1,6 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::fixtures;
 
 const T0: i64 = 1_795_946_400_000;
 const OPT_OUT: &str = DEFAULT_OPT_OUT_ANNOTATION;
@@ -16,38 +17,35 @@ fn annotations(opt_out: bool) -> Value {
 }
 
 fn namespace(name: &str, opt_out: bool) -> Value {
-    json!({"apiVersion": "v1", "kind": "Namespace",
-           "metadata": {"name": name, "uid": format!("00000000-0000-4000-8000-{:012}", name.len()),
-                        "annotations": annotations(opt_out)}})
+    fixtures::namespace(name)
+        .uid(&format!("00000000-0000-4000-8000-{:012}", name.len()))
+        .annotations(annotations(opt_out))
+        .value()
 }
 
 fn cronjob(uid: &str, ns: &str, opt_out: bool) -> Value {
-    json!({"apiVersion": "batch/v1", "kind": "CronJob",
-           "metadata": {"name": "nightly", "namespace": ns, "uid": uid, "annotations": annotations(opt_out)},
-           "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}}})
+    fixtures::cronjob(ns, "nightly", "0 * * * *", json!([]))
+        .uid(uid)
+        .annotations(annotations(opt_out))
+        .value()
 }
 
 fn job(uid: &str, ns: &str, cronjob: Option<&str>, own: bool, template: bool) -> Value {
-    let owners: Vec<Value> = cronjob
-        .map(|c| json!({"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": c, "controller": true}))
-        .into_iter()
-        .collect();
-    json!({"apiVersion": "batch/v1", "kind": "Job",
-           "metadata": {"name": format!("job-{uid}"), "namespace": ns, "uid": uid,
-                        "ownerReferences": owners, "annotations": annotations(own)},
-           "spec": {"template": {"metadata": {"annotations": annotations(template)},
-                                 "spec": {"containers": []}}}})
+    fixtures::job(ns, &format!("job-{uid}"))
+        .uid(uid)
+        .owners(cronjob.map(|c| fixtures::controller("CronJob", "nightly", c)))
+        .annotations(annotations(own))
+        .spec(json!({"template": {"metadata": {"annotations": annotations(template)}, "spec": {"containers": []}}}))
+        .value()
 }
 
 fn pod(uid: &str, ns: &str, job: Option<&str>, own: bool) -> Value {
-    let owners: Vec<Value> = job
-        .map(|j| json!({"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": j, "controller": true}))
-        .into_iter()
-        .collect();
-    json!({"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": format!("pod-{uid}"), "namespace": ns, "uid": uid,
-                        "ownerReferences": owners, "annotations": annotations(own)},
-           "spec": {"containers": []}})
+    fixtures::pod(ns, &format!("pod-{uid}"))
+        .uid(uid)
+        .owners(job.map(|j| fixtures::controller("Job", "j", j)))
+        .annotations(annotations(own))
+        .spec(json!({"containers": []}))
+        .value()
 }
 
 const CJ: &str = "11111111-1111-4111-8111-111111111111";
