@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kubefacts::{codec::Codec, journal::JobRun};
+use kubefacts::{codec::Codec, fixtures, journal::JobRun};
 use serde_json::Value;
 
 use super::{Infra, KillOnDrop, infra, logs_in, read_topic, topic_exists, unique_name};
@@ -106,11 +106,7 @@ impl Cluster {
         let name = unique_name(prefix).to_lowercase().replace('_', "-");
         let annotations: serde_json::Map<String, Value> =
             annotations.iter().map(|(k, v)| (k.to_string(), Value::from(*v))).collect();
-        let ns = serde_json::json!({
-            "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "annotations": annotations},
-        });
-        self.apply(&ns.to_string());
+        self.apply(&fixtures::namespace(&name).annotations(Value::Object(annotations)).value().to_string());
         name
     }
 
@@ -146,18 +142,14 @@ pub fn cronjob(
     if let Some(exit) = exit {
         pod_annotations.insert(EXIT_ANNOTATION.into(), exit.into());
     }
-    serde_json::json!({
-        "apiVersion": "batch/v1", "kind": "CronJob",
-        "metadata": {"name": name, "namespace": ns, "annotations": map(annotations)},
-        "spec": {
-            "schedule": "*/1 * * * *",
-            "concurrencyPolicy": "Forbid",
-            "successfulJobsHistoryLimit": 10,
-            "failedJobsHistoryLimit": 10,
-            "jobTemplate": {"spec": job_spec(pod_annotations)},
-        },
-    })
-    .to_string()
+    fixtures::cronjob(ns, name, "*/1 * * * *", Value::Array(vec![]))
+        .annotations(Value::Object(map(annotations)))
+        .set("/spec/concurrencyPolicy", "Forbid".into())
+        .set("/spec/successfulJobsHistoryLimit", 10.into())
+        .set("/spec/failedJobsHistoryLimit", 10.into())
+        .set("/spec/jobTemplate/spec", job_spec(pod_annotations))
+        .value()
+        .to_string()
 }
 
 /// A Job `name` in `ns` (no retries) whose pod runs `run_duration` (a Go duration; kwok's
@@ -167,12 +159,7 @@ pub fn job(ns: &str, name: &str, run_duration: Option<&str>) -> String {
     if let Some(d) = run_duration {
         annotations.insert("kubefacts.test/run-duration".into(), d.into());
     }
-    serde_json::json!({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": job_spec(annotations),
-    })
-    .to_string()
+    fixtures::job(ns, name).spec(job_spec(annotations)).value().to_string()
 }
 
 /// A Job spec without retries: one container (kwok pulls no image) whose pod carries
