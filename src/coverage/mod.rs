@@ -14,6 +14,7 @@
 pub mod judge;
 pub mod lease;
 pub mod model;
+pub mod ports;
 pub mod schedule;
 
 #[cfg(test)]
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 pub use judge::{Facts, Verdict, judge};
 pub use lease::LeaseBook;
 pub use model::{CoverageAlert, CoverageGap, CoverageState, CoverageSubject, ProgressSource};
+use ports::{CoverageIn, CoverageOut};
 use schedule::Schedule;
 
 use crate::{
@@ -182,10 +184,11 @@ pub enum CoverageInput {
 
 impl DecodeInput for CoverageInput {
     async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
-        Ok(match input {
-            0 => CoverageInput::Run(Box::new(codec.decode_direct(bytes).await?)),
-            1 => CoverageInput::CronJob(Box::new(codec.decode_as(bytes).await?)),
-            _ => CoverageInput::Lease(Box::new(codec.decode_as(bytes).await?)),
+        Ok(match CoverageIn::of(input) {
+            Some(CoverageIn::Runs) => CoverageInput::Run(Box::new(codec.decode_direct(bytes).await?)),
+            Some(CoverageIn::CronJobs) => CoverageInput::CronJob(Box::new(codec.decode_as(bytes).await?)),
+            Some(CoverageIn::Leases) => CoverageInput::Lease(Box::new(codec.decode_as(bytes).await?)),
+            None => return Err(CodecError::UnknownInput { input }),
         })
     }
 
@@ -400,7 +403,7 @@ impl Coverage {
         if let Some(subject) = self.subjects.delete(&uid_key) {
             self.unindex(uid, &subject);
             if subject.state.is_some() {
-                out.tombstone(0, uid.as_bytes().to_vec());
+                out.tombstone(CoverageOut::Alerts, uid.as_bytes().to_vec());
                 out.count("coverage_subjects_forgotten", 1);
             }
         }
@@ -422,7 +425,7 @@ impl Coverage {
         let (Some(rule), false) = (rule, spec.suspend) else {
             // Not judged (suspended, or no rule): any record it had ends.
             if subject.state.take().is_some() {
-                out.tombstone(0, uid.as_bytes().to_vec());
+                out.tombstone(CoverageOut::Alerts, uid.as_bytes().to_vec());
                 subject.fired_pending_since = None;
             }
             subject.due_at = None;
@@ -486,7 +489,7 @@ impl Coverage {
                 manager_covered_until: self.leases.covered_until(&rule.manager_lease),
                 coverage_gaps: gaps,
             };
-            match out.emit(0, uid.as_bytes().to_vec(), &alert) {
+            match out.emit(CoverageOut::Alerts, uid.as_bytes().to_vec(), &alert) {
                 Ok(()) => {
                     let kept = self.contexts.get(uid);
                     let lease = self.lease_contexts.get(&rule.manager_lease);

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::finish::owner_of;
 pub use super::finish::{ExitKey, finish, finished, run_of};
 use super::model::JobRun;
+use super::ports::{RunsIn, RunsOut};
 use crate::{
     cleanup::{
         CleanupConfig, CleanupDecision, JobRef,
@@ -89,10 +90,11 @@ pub enum RunsInput {
 
 impl DecodeInput for RunsInput {
     async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
-        Ok(match input {
-            0 => RunsInput::Job(codec.decode_direct(bytes).await?),
-            1 => RunsInput::Pod(codec.decode_direct(bytes).await?),
-            _ => RunsInput::AnyJob(codec.decode_direct(bytes).await?),
+        Ok(match RunsIn::of(input) {
+            Some(RunsIn::Jobs) => RunsInput::Job(codec.decode_direct(bytes).await?),
+            Some(RunsIn::Pods) => RunsInput::Pod(codec.decode_direct(bytes).await?),
+            Some(RunsIn::AllJobs) => RunsInput::AnyJob(codec.decode_direct(bytes).await?),
+            None => return Err(CodecError::UnknownInput { input }),
         })
     }
 
@@ -367,9 +369,9 @@ impl Runs {
         out.count("runs_filed", 1);
         let window = run.finished_at - run.finished_at.rem_euclid(cfg.window_length_ms);
         let encode_failed = |e| ProcessError { reason: "encode_failed", detail: format!("run {uid}: {e}") };
-        out.emit_direct(0, run.owner.uid.clone(), &run).map_err(encode_failed)?;
+        out.emit_direct(RunsOut::Facts, run.owner.uid.clone(), &run).map_err(encode_failed)?;
         Self::link(contexts, uid, out);
-        out.emit_direct(1, window.to_string(), &run).map_err(encode_failed)?;
+        out.emit_direct(RunsOut::JournalRepartition, window.to_string(), &run).map_err(encode_failed)?;
         Self::link(contexts, uid, out);
         tracked.filed = true;
         // The breakdown now lives in the fact; later terminations are ignored.
@@ -539,7 +541,7 @@ impl Runs {
                 decided_at: now,
                 sweep: sweeps.count,
             };
-            if out.emit(2, uid.clone(), &decision).is_err() {
+            if out.emit(RunsOut::CleanupDecisions, uid.clone(), &decision).is_err() {
                 // Unencodable (cannot happen for a typed record): stays tracked — filed, if
                 // it just was — and is decided later.
                 self.jobs.put(uid, tracked);

@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::model::JobRun;
+use super::ports::JournalOut;
 use crate::codec::direct::{Datum, write_long};
 use crate::runtime::{
     KvStore, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StateStore, StreamTime,
@@ -213,7 +214,7 @@ impl Journal {
         }
         // Typed records of embedded schemas always encode; were it ever to fail, the window
         // stays dirty and is emitted again at the next chance rather than lost.
-        if out.emit_keyed_with(0, &key, JobRunWindow::FULL_NAME, write).is_err() {
+        if out.emit_keyed_with(JournalOut::Windows, &key, JobRunWindow::FULL_NAME, write).is_err() {
             state.dirty = true;
             state.changed = changed;
             state.revision -= 1;

@@ -34,7 +34,7 @@ mod tests;
 
 pub use clock::{Gate, Mark, WRITER_HEADER, Writer};
 pub use processor::{
-    DecodeInput, MAX_LINKS, OutputPort, OutputRecord, Outputs, ProcessError, Processor, RecordMeta,
+    DecodeInput, MAX_LINKS, OutputPort, OutputRecord, Outputs, Port, ProcessError, Processor, RecordMeta,
 };
 pub use store::{KvStore, StateStore, StoreError};
 pub use task::Task;

@@ -63,6 +63,14 @@ pub struct ProcessError {
     pub detail: String,
 }
 
+/// One of a processor's output ports: a variant of the processor's own enum of ports,
+/// whose order is that of its declared outputs (`OUTPUTS`). Only those enums implement
+/// it — not `usize` — so every emit names its port.
+pub trait Port: Copy {
+    /// The port's index among the processor's declared outputs.
+    fn index(self) -> usize;
+}
+
 /// What a processor declares about one of its outputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutputPort {
@@ -182,10 +190,11 @@ impl Outputs {
     /// Emits `value` on `port`, keyed by `key`, timestamped with the current stream time.
     pub fn emit<T: Serialize>(
         &mut self,
-        port: usize,
+        port: impl Port,
         key: impl Into<Vec<u8>>,
         value: &T,
     ) -> Result<(), CodecError> {
+        let port = port.index();
         let value = self.writers[port].encode(value)?;
         self.push(port, key.into(), Some(value), None, false);
         Ok(())
@@ -196,10 +205,11 @@ impl Outputs {
     /// partition is murmur2 of the encoded key bytes, as a Java producer would choose.
     pub fn emit_keyed<K: Serialize, T: Serialize>(
         &mut self,
-        port: usize,
+        port: impl Port,
         key: &K,
         value: &T,
     ) -> Result<(), CodecError> {
+        let port = port.index();
         let Some(Some(key_writer)) = self.key_writers.get(port) else {
             return Err(CodecError::UnknownRecord { name: format!("key writer of output port {port}") });
         };
@@ -213,10 +223,11 @@ impl Outputs {
     /// field: the hot path of `[runs]`).
     pub fn emit_direct<T: DirectRecord>(
         &mut self,
-        port: usize,
+        port: impl Port,
         key: impl Into<Vec<u8>>,
         value: &T,
     ) -> Result<(), CodecError> {
+        let port = port.index();
         let value = self.writers[port].encode_direct(value)?;
         self.push(port, key.into(), Some(value), None, false);
         Ok(())
@@ -226,11 +237,12 @@ impl Outputs {
     /// `full_name` the processor keeps partly encoded (the journal's windows).
     pub fn emit_keyed_with<K: DirectRecord>(
         &mut self,
-        port: usize,
+        port: impl Port,
         key: &K,
         full_name: &str,
         write: impl FnOnce(&mut Vec<u8>),
     ) -> Result<(), CodecError> {
+        let port = port.index();
         let Some(Some(key_writer)) = self.key_writers.get(port) else {
             return Err(CodecError::UnknownRecord { name: format!("key writer of output port {port}") });
         };
@@ -241,8 +253,8 @@ impl Outputs {
     }
 
     /// Emits a tombstone for `key` on `port` (a compacted topic forgets the key).
-    pub fn tombstone(&mut self, port: usize, key: impl Into<Vec<u8>>) {
-        self.push(port, key.into(), None, None, false);
+    pub fn tombstone(&mut self, port: impl Port, key: impl Into<Vec<u8>>) {
+        self.push(port.index(), key.into(), None, None, false);
     }
 
     /// Writes the current stream time to every partition of `port`, so a downstream stage

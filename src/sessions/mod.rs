@@ -5,11 +5,13 @@
 //!   projection per change on `session-projections.v1`, and what each session holds
 //!   re-keyed by owner.
 //! * [`owners`] — `[session-owners]`: the retained compute of each owner's sessions.
+//! * [`ports`] — the inputs and output ports of both, named.
 //! * [`retention`] — the precedence table, in one function.
 //! * [`quantity`] — exact Kubernetes quantities.
 
 pub mod model;
 pub mod owners;
+pub mod ports;
 pub mod project;
 pub mod quantity;
 pub mod retention;

@@ -8,7 +8,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{OwnerRetainedCompute, SessionRetained};
+use super::{
+    model::{OwnerRetainedCompute, SessionRetained},
+    ports::OwnersOut,
+};
 use crate::{
     codec::{Codec, CodecError},
     runtime::{
@@ -137,7 +140,7 @@ impl Processor for SessionOwners {
         // nor the last record's: both depend on how the upstream tasks' records interleave
         // in the repartition topic (two sessions of one owner change in two tasks).
         total.stream_time = total.stream_time.max(record.stream_time);
-        match out.emit(0, owner.as_bytes().to_vec(), &total) {
+        match out.emit(OwnersOut::Totals, owner.as_bytes().to_vec(), &total) {
             Ok(()) => out.count("session_owners_totals", 1),
             Err(_) => out.count("session_owners_encode_failed", 1),
         }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     model::{ContainerRequests, PodIdentity, SessionProjection, SessionRetained},
+    ports::{SessionsIn, SessionsOut},
     quantity,
     retention::{PodEvidence, RetentionState, retention},
 };
@@ -115,9 +116,10 @@ pub enum SessionsInput {
 
 impl DecodeInput for SessionsInput {
     async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
-        Ok(match input {
-            0 => SessionsInput::Session(Box::new(codec.decode_as(bytes).await?)),
-            _ => SessionsInput::Pod(Box::new(codec.decode_direct(bytes).await?)),
+        Ok(match SessionsIn::of(input) {
+            Some(SessionsIn::Sessions) => SessionsInput::Session(Box::new(codec.decode_as(bytes).await?)),
+            Some(SessionsIn::Pods) => SessionsInput::Pod(Box::new(codec.decode_direct(bytes).await?)),
+            None => return Err(CodecError::UnknownInput { input }),
         })
     }
 
@@ -138,11 +140,6 @@ pub struct Sessions {
     /// The last sweep (stream time / sweep interval).
     sweeps: KvStore<(), i64>,
 }
-
-/// Port of `session-projections.v1`.
-const PROJECTIONS: usize = 0;
-/// Port of the retained compute re-keyed by owner.
-const RETAINED: usize = 1;
 
 impl Sessions {
     /// Output ports: `session-projections.v1`, then the owner repartition topic.
@@ -318,7 +315,7 @@ impl Sessions {
                 if tracked.emitted.as_ref() != Some(&projection) {
                     projection.revision = tracked.revision + 1;
                     projection.stream_time = now;
-                    match out.emit(PROJECTIONS, id.as_bytes().to_vec(), &projection) {
+                    match out.emit(SessionsOut::Projections, id.as_bytes().to_vec(), &projection) {
                         Ok(()) => {
                             tracked.revision = projection.revision;
                             projection.revision = 0;
@@ -351,7 +348,7 @@ impl Sessions {
             None => {
                 // No session record (never sent, or deleted): no row, and nothing held.
                 if tracked.emitted.take().is_some() {
-                    out.tombstone(PROJECTIONS, id.as_bytes().to_vec());
+                    out.tombstone(SessionsOut::Projections, id.as_bytes().to_vec());
                 }
                 tracked.released_at = None;
                 self.contribute(&mut tracked, None, now, out);
@@ -380,7 +377,7 @@ impl Sessions {
         let held_before = before.as_ref().filter(|b| b.retained);
         let send = |owner: &str, record: &SessionRetained, out: &mut Outputs| {
             let record = SessionRetained { stream_time: now, ..record.clone() };
-            if out.emit(RETAINED, owner.as_bytes().to_vec(), &record).is_err() {
+            if out.emit(SessionsOut::Retained, owner.as_bytes().to_vec(), &record).is_err() {
                 out.count("sessions_encode_failed", 1);
             }
         };
@@ -513,7 +510,7 @@ impl Processor for Sessions {
     fn on_undecodable(&mut self, meta: &RecordMeta, now: StreamTime, out: &mut Outputs) {
         // A Pod observation under a known session id did not decode: what that session's
         // Pod is now is unknown until its next observation decodes.
-        if meta.input != 1 {
+        if SessionsIn::of(meta.input) != Some(SessionsIn::Pods) {
             return;
         }
         let Some(id) = meta.key.as_deref().and_then(|k| std::str::from_utf8(k).ok()).map(str::to_owned)
@@ -554,7 +551,7 @@ impl Processor for Sessions {
         for id in forget {
             // RELEASED holds nothing, so no owner total changes.
             self.tracked.delete(&id);
-            out.tombstone(PROJECTIONS, id.into_bytes());
+            out.tombstone(SessionsOut::Projections, id.into_bytes());
             out.count("sessions_forgotten", 1);
         }
     }
