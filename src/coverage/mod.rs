@@ -35,7 +35,7 @@ use crate::{
     facts::{JobRun, OwnerKind, RunResult},
     observe::{CronJobObservation, LeaseObservation, ObservationEvent, shape},
     runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
         store::{KvStore, StateStore},
     },
 };
@@ -306,7 +306,7 @@ impl Coverage {
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
                 return Err(ProcessError {
-                    reason: "unknown_event",
+                    reason: Reason::UnknownEvent,
                     detail: "a CronJob event this reader does not know".into(),
                 });
             }
@@ -314,7 +314,7 @@ impl Coverage {
         }
         let Some(cj) = obs.cronjob else {
             return Err(ProcessError {
-                reason: "missing_object",
+                reason: Reason::MissingObject,
                 detail: "a CronJob event without a CronJob".into(),
             });
         };
@@ -360,7 +360,7 @@ impl Coverage {
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
                 return Err(ProcessError {
-                    reason: "unknown_event",
+                    reason: Reason::UnknownEvent,
                     detail: "a Lease event this reader does not know".into(),
                 });
             }
@@ -368,7 +368,7 @@ impl Coverage {
         }
         let Some(lease) = obs.lease else {
             return Err(ProcessError {
-                reason: "missing_object",
+                reason: Reason::MissingObject,
                 detail: "a Lease event without a Lease".into(),
             });
         };

@@ -45,7 +45,7 @@ use crate::{
         shape,
     },
     runtime::{
-        DecodeInput, KvStore, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StateStore,
+        DecodeInput, KvStore, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StateStore,
         StreamTime,
     },
 };
@@ -250,7 +250,7 @@ impl Runs {
         }
         let Some(job) = obs.job else {
             return Err(ProcessError {
-                reason: "missing_object",
+                reason: Reason::MissingObject,
                 detail: "a Job event without a Job".into(),
             });
         };
@@ -368,7 +368,8 @@ impl Runs {
         };
         out.count("runs_filed", 1);
         let window = run.finished_at - run.finished_at.rem_euclid(cfg.window_length_ms);
-        let encode_failed = |e| ProcessError { reason: "encode_failed", detail: format!("run {uid}: {e}") };
+        let encode_failed =
+            |e| ProcessError { reason: Reason::EncodeFailed, detail: format!("run {uid}: {e}") };
         out.emit_direct(RunsOut::Facts, run.owner.uid.clone(), &run).map_err(encode_failed)?;
         Self::link(contexts, uid, out);
         out.emit_direct(RunsOut::JournalRepartition, window.to_string(), &run).map_err(encode_failed)?;

@@ -31,7 +31,7 @@ use super::model::JobRun;
 use super::ports::JournalOut;
 use crate::codec::direct::{Datum, write_long};
 use crate::runtime::{
-    KvStore, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StateStore, StreamTime,
+    KvStore, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StateStore, StreamTime,
 };
 
 /// Settings of `[journal]`.
@@ -292,7 +292,7 @@ impl Processor for Journal {
         let start = self.cfg.window_start(run.finished_at);
         if now > self.end(start) + self.cfg.retention_ms {
             return Err(ProcessError {
-                reason: "beyond_retention",
+                reason: Reason::BeyondRetention,
                 detail: format!(
                     "run {} finished at {} ms, its window ended more than {} ms before stream time {now}",
                     run.run_uid, run.finished_at, self.cfg.retention_ms

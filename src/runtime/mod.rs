@@ -33,6 +33,7 @@ pub mod topics;
 mod tests;
 
 pub use clock::{Gate, Mark, WRITER_HEADER, Writer};
+pub use deadletter::Reason;
 pub use processor::{
     DecodeInput, MAX_LINKS, OutputPort, OutputRecord, Outputs, Port, ProcessError, Processor, RecordMeta,
 };

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     StreamTime,
+    deadletter::Reason,
     processor::{DecodeInput, OutputPort, Outputs, Port, ProcessError, Processor, RecordMeta},
     store::{KvStore, StateStore},
 };
@@ -138,7 +139,10 @@ impl Processor for Probe {
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
         let Some(key) = meta.key.as_deref() else {
-            return Err(ProcessError { reason: "missing_key", detail: "the probe counts by key".into() });
+            return Err(ProcessError {
+                reason: Reason::MissingKey,
+                detail: "the probe counts by key".into(),
+            });
         };
         let key = match ProbeIn::of(meta.input) {
             Some(ProbeIn::Keyed) => String::from_utf8_lossy(key).into_owned(),
@@ -153,7 +157,7 @@ impl Processor for Probe {
             input_offset: meta.offset,
         };
         out.emit(ProbeOut::Counts, key, &record)
-            .map_err(|e| ProcessError { reason: "encode_failed", detail: e.to_string() })
+            .map_err(|e| ProcessError { reason: Reason::EncodeFailed, detail: e.to_string() })
     }
 
     fn on_stream_time(&mut self, _now: StreamTime, _out: &mut Outputs) {}
@@ -205,11 +209,14 @@ impl Processor for ProbeRekey {
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
         let Some(key) = meta.key.as_deref() else {
-            return Err(ProcessError { reason: "missing_key", detail: "the re-keyer buckets by key".into() });
+            return Err(ProcessError {
+                reason: Reason::MissingKey,
+                detail: "the re-keyer buckets by key".into(),
+            });
         };
         let bucket = Self::bucket(key);
         out.emit(RekeyOut::Repartition, bucket.clone(), &KeyedCount { key: bucket, ..input })
-            .map_err(|e| ProcessError { reason: "encode_failed", detail: e.to_string() })
+            .map_err(|e| ProcessError { reason: Reason::EncodeFailed, detail: e.to_string() })
     }
 
     fn on_stream_time(&mut self, _now: StreamTime, _out: &mut Outputs) {}

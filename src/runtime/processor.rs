@@ -4,7 +4,7 @@ use std::future::Future;
 
 use serde::Serialize;
 
-use super::{HEARTBEAT_KEY, StreamTime, clock::Writer, store::StateStore};
+use super::{HEARTBEAT_KEY, StreamTime, clock::Writer, deadletter::Reason, store::StateStore};
 use crate::codec::{Codec, CodecError, RecordWriter, direct::DirectRecord};
 
 /// Where a record came from and when it happened.
@@ -58,7 +58,7 @@ pub trait DecodeInput: Sized + Send + Clone {
 #[error("{reason}: {detail}")]
 pub struct ProcessError {
     /// Bounded reason code for metrics and the dead-letter record, e.g. `unknown_event`.
-    pub reason: &'static str,
+    pub reason: Reason,
     /// What was wrong, for people.
     pub detail: String,
 }

@@ -15,7 +15,7 @@ use super::{
 use crate::{
     codec::{Codec, CodecError},
     runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
         store::{KvStore, StateStore},
     },
 };
@@ -107,7 +107,7 @@ impl Processor for SessionOwners {
         let Some(owner) = meta.key.as_deref().and_then(|k| std::str::from_utf8(k).ok()).map(str::to_owned)
         else {
             return Err(ProcessError {
-                reason: "missing_key",
+                reason: Reason::MissingKey,
                 detail: "a retained-compute record without an owner key".into(),
             });
         };

@@ -28,7 +28,7 @@ use crate::{
         shape,
     },
     runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
         store::{KvStore, StateStore},
     },
 };
@@ -186,7 +186,7 @@ impl Sessions {
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
                 return Err(ProcessError {
-                    reason: "unknown_event",
+                    reason: Reason::UnknownEvent,
                     detail: "a session event this reader does not know".into(),
                 });
             }
@@ -195,7 +195,7 @@ impl Sessions {
         }
         let Some(session) = obs.session else {
             return Err(ProcessError {
-                reason: "missing_object",
+                reason: Reason::MissingObject,
                 detail: "a session event without a session".into(),
             });
         };
@@ -231,7 +231,7 @@ impl Sessions {
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
                 return Err(ProcessError {
-                    reason: "unknown_event",
+                    reason: Reason::UnknownEvent,
                     detail: "a Pod event this reader does not know".into(),
                 });
             }
@@ -239,7 +239,7 @@ impl Sessions {
         }
         let Some(pod) = obs.pod else {
             return Err(ProcessError {
-                reason: "missing_object",
+                reason: Reason::MissingObject,
                 detail: "a Pod event without a Pod".into(),
             });
         };
@@ -268,7 +268,7 @@ impl Sessions {
         self.project(&id, now, out);
         // The rest of the observation was used; the bad quantity goes to the dead letters.
         match invalid {
-            Some(detail) => Err(ProcessError { reason: "invalid_quantity", detail }),
+            Some(detail) => Err(ProcessError { reason: Reason::InvalidQuantity, detail }),
             None => Ok(()),
         }
     }
