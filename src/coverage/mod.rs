@@ -14,8 +14,8 @@
 pub mod judge;
 pub mod lease;
 pub mod model;
-pub mod ports;
 pub mod schedule;
+pub mod wiring;
 
 #[cfg(test)]
 mod tests;
@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 pub use judge::{Facts, Verdict, judge};
 pub use lease::LeaseBook;
 pub use model::{CoverageAlert, CoverageGap, CoverageState, CoverageSubject, ProgressSource};
-use ports::{CoverageIn, CoverageOut};
 use schedule::Schedule;
+use wiring::{CoverageEvent, CoverageIn, CoverageOut};
 
 use crate::{
     codec::{Codec, CodecError},
@@ -266,14 +266,14 @@ impl Coverage {
 
     fn on_run(&mut self, run: JobRun, context: Option<&String>, now: StreamTime, out: &mut Outputs) {
         if run.owner.kind != OwnerKind::Cronjob {
-            out.count("coverage_runs_not_cronjob", 1);
+            out.count(CoverageEvent::RunsNotCronjob, 1);
             return;
         }
         if self.cfg.progress == ProgressKind::Succeeded && run.result != RunResult::Succeeded {
-            out.count("coverage_runs_not_progress", 1);
+            out.count(CoverageEvent::RunsNotProgress, 1);
             return;
         }
-        out.count("coverage_runs", 1);
+        out.count(CoverageEvent::Runs, 1);
         let uid = run.owner.uid.clone();
         if let Some(context) = context {
             self.contexts.entry_mut(uid.clone()).run = Some(context.clone());
@@ -375,13 +375,13 @@ impl Coverage {
         let key = format!("{}/{}", lease.meta.namespace, lease.meta.name);
         match self.leases.record(&key, &lease) {
             Ok(()) => {
-                out.count("coverage_lease_snapshots", 1);
+                out.count(CoverageEvent::LeaseSnapshots, 1);
                 if let Some(context) = context {
                     self.lease_contexts.put(key, context.clone());
                 }
             }
-            Err(lease::Ignored::Stale) => out.count("coverage_lease_snapshots_stale", 1),
-            Err(lease::Ignored::NoTimes) => out.count("coverage_lease_snapshots_without_times", 1),
+            Err(lease::Ignored::Stale) => out.count(CoverageEvent::LeaseSnapshotsStale, 1),
+            Err(lease::Ignored::NoTimes) => out.count(CoverageEvent::LeaseSnapshotsWithoutTimes, 1),
         }
         Ok(())
     }
@@ -404,7 +404,7 @@ impl Coverage {
             self.unindex(uid, &subject);
             if subject.state.is_some() {
                 out.tombstone(CoverageOut::Alerts, uid.as_bytes().to_vec());
-                out.count("coverage_subjects_forgotten", 1);
+                out.count(CoverageEvent::SubjectsForgotten, 1);
             }
         }
     }
@@ -439,7 +439,7 @@ impl Coverage {
             .clone();
         let interval_ms = spec.expected_interval.as_deref().and_then(|t| schedule::parse_duration_ms(t).ok());
         if spec.expected_interval.is_some() && interval_ms.is_none() {
-            out.count("coverage_bad_expected_interval", 1);
+            out.count(CoverageEvent::BadExpectedInterval, 1);
         }
         let facts = Facts {
             spec: &spec,
@@ -496,10 +496,10 @@ impl Coverage {
                     let (cronjob, run) = kept.map_or((None, None), |c| (c.cronjob.as_ref(), c.run.as_ref()));
                     out.link_last([cronjob, run, lease].into_iter().flatten().cloned());
                     subject.state = Some(state);
-                    out.count(state_event(state), 1);
+                    out.count(CoverageEvent::Judged(state), 1);
                 }
                 // Not recorded as emitted, so the next evaluation tries again.
-                Err(_) => out.count("coverage_encode_failed", 1),
+                Err(_) => out.count(CoverageEvent::EncodeFailed, 1),
             }
         }
         // Index: OK and RESOLVED wait for their due time; everything else is re-judged at
@@ -535,19 +535,6 @@ impl Coverage {
                 }
             }
         }
-    }
-}
-
-/// The counter of each state entered.
-fn state_event(state: CoverageState) -> &'static str {
-    match state {
-        CoverageState::Ok => "coverage_ok",
-        CoverageState::Pending => "coverage_pending",
-        CoverageState::Firing => "coverage_firing",
-        CoverageState::Resolved => "coverage_resolved",
-        CoverageState::ManagerStopped => "coverage_manager_stopped",
-        CoverageState::InsufficientEvidence => "coverage_insufficient_evidence",
-        CoverageState::Unknown => "coverage_unknown",
     }
 }
 

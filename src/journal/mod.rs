@@ -3,7 +3,7 @@
 //! * [`model`] — the run facts ([`crate::facts`]).
 //! * [`runs`] — `[runs]`: Jobs and their Pods (keyed by Job UID) → one [`JobRun`] per
 //!   finished Job, with its container exit breakdown; also re-keyed by window for the journal.
-//! * [`ports`] — the inputs and output ports of both, named.
+//! * [`wiring`] — the inputs, output ports and counted events of both, named.
 //! * [`tracked`] — how `[runs]` keeps a Job in state: trimmed once filed, binary UIDs.
 //! * [`window`] — `[journal]`: runs filed into tumbling windows on `job-runs.v1`.
 
@@ -11,10 +11,10 @@ mod datum;
 mod finish;
 /// The run facts, which live in [`crate::facts`] (shared with `[coverage]` and cleanup).
 pub use crate::facts as model;
-pub mod ports;
 pub mod runs;
 mod tracked;
 pub mod window;
+pub mod wiring;
 
 pub use model::{ContainerExitCount, JobRun, OwnerKind, RunOwner, RunResult};
 pub use runs::Runs;

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::finish::owner_of;
 pub use super::finish::{ExitKey, finish, finished, run_of};
 use super::model::JobRun;
-use super::ports::{RunsIn, RunsOut};
+use super::wiring::{RunsEvent, RunsIn, RunsOut};
 use crate::{
     cleanup::{
         CleanupConfig, CleanupDecision, JobRef,
@@ -254,7 +254,7 @@ impl Runs {
                 detail: "a Job event without a Job".into(),
             });
         };
-        out.count("job_observations", 1);
+        out.count(RunsEvent::JobObservations, 1);
         let uid = job.meta.uid.clone();
         if let Some(mut ended) = self.ended.get(&uid).copied() {
             // Decided (or gone): never tracked again. A relist keeps the tombstone while the
@@ -327,7 +327,7 @@ impl Runs {
 
     fn on_pod(&mut self, obs: PodObservation, context: Option<&String>, out: &mut Outputs) {
         let Some(pod) = obs.pod else { return };
-        out.count("pod_observations", 1);
+        out.count(RunsEvent::PodObservations, 1);
         // Only a Job's Pods belong to a run; bare and session Pods are other processors'.
         let Some(job_uid) = pod.controller.as_ref().filter(|c| c.kind == "Job").map(|c| c.uid.clone()) else {
             return;
@@ -345,7 +345,7 @@ impl Runs {
             return;
         }
         let new = count_terminations(&pod, self.jobs.entry_mut(job_uid.clone()));
-        out.count("terminations_counted", new);
+        out.count(RunsEvent::TerminationsCounted, new);
         if new > 0 {
             self.keep_context(&job_uid, context);
         }
@@ -366,7 +366,7 @@ impl Runs {
         let Some(run) = tracked.job.as_ref().and_then(|job| run_of(job, &tracked.exits)) else {
             return Ok(());
         };
-        out.count("runs_filed", 1);
+        out.count(RunsEvent::RunsFiled, 1);
         let window = run.finished_at - run.finished_at.rem_euclid(cfg.window_length_ms);
         let encode_failed =
             |e| ProcessError { reason: Reason::EncodeFailed, detail: format!("run {uid}: {e}") };
@@ -480,7 +480,7 @@ impl Runs {
         let mut sweeps = self.sweeps.get(&()).copied().unwrap_or_default();
         sweeps.count += 1;
         self.sweeps.put((), sweeps);
-        out.count("sweeps", 1);
+        out.count(RunsEvent::Sweeps, 1);
 
         let forget: Vec<String> = self
             .ended
@@ -514,12 +514,12 @@ impl Runs {
                 Verdict::Keep(Keep::DependedOn) => held += 1,
             }
         }
-        out.count("kept_suspended", suspended);
-        out.count("kept_being_deleted", deleting);
-        out.count("kept_depended_on", held);
+        out.count(RunsEvent::KeptSuspended, suspended);
+        out.count(RunsEvent::KeptBeingDeleted, deleting);
+        out.count(RunsEvent::KeptDependedOn, held);
         due.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         let cap = cfg.max_decisions_per_sweep as usize;
-        out.count("decisions_deferred", due.len().saturating_sub(cap) as u64);
+        out.count(RunsEvent::DecisionsDeferred, due.len().saturating_sub(cap) as u64);
         for (_, uid, retention, finished_at) in due.into_iter().take(cap) {
             let Some(mut tracked) = self.jobs.get(&uid).cloned() else { continue };
             // A Job expiring before it settled (a TTL of 0, say) is filed first: its run is
@@ -549,7 +549,7 @@ impl Runs {
                 continue;
             }
             Self::link(&self.contexts, &uid, out);
-            out.count("decisions", 1);
+            out.count(RunsEvent::Decisions, 1);
             self.evict(&uid, &tracked, Ended { epoch: tracked.epoch, gone_at: None });
         }
     }

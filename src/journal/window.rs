@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::model::JobRun;
-use super::ports::JournalOut;
+use super::wiring::{JournalEvent, JournalOut};
 use crate::codec::direct::{Datum, write_long};
 use crate::runtime::{
     KvStore, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StateStore, StreamTime,
@@ -174,9 +174,9 @@ impl Journal {
 
     fn emit(&mut self, start: i64, mut state: WindowState, now: StreamTime, out: &mut Outputs) {
         let is_final = now >= self.end(start) + self.cfg.grace_ms;
-        out.count("windows_emitted", 1);
+        out.count(JournalEvent::WindowsEmitted, 1);
         if is_final && !state.final_emitted {
-            out.count("windows_finalized", 1);
+            out.count(JournalEvent::WindowsFinalized, 1);
         }
         state.revision += 1;
         state.emitted_at = Some(now);
@@ -302,13 +302,13 @@ impl Processor for Journal {
         let key = (start, run.run_uid.clone());
         let known = self.runs.get(&key);
         if known == Some(&run) {
-            out.count("runs_duplicate", 1);
+            out.count(JournalEvent::RunsDuplicate, 1);
             return Ok(()); // seen before: nothing changes
         }
         let mut state = self.windows.get(&start).cloned().unwrap_or_default();
-        out.count("runs_filed", 1);
+        out.count(JournalEvent::RunsFiled, 1);
         if state.final_emitted {
-            out.count("runs_late", 1);
+            out.count(JournalEvent::RunsLate, 1);
         }
         if known.is_none() {
             state.runs += 1;

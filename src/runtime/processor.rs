@@ -71,6 +71,14 @@ pub trait Port: Copy {
     fn index(self) -> usize;
 }
 
+/// An event a processor counts (exported per stage as
+/// `kubefacts_processor_events_total{stage, event}`): a variant of the processor's own
+/// enum of events, whose [`Event::as_str`] is the `event` label.
+pub trait Event: Copy {
+    /// The bounded event name.
+    fn as_str(self) -> &'static str;
+}
+
 /// What a processor declares about one of its outputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutputPort {
@@ -309,8 +317,8 @@ impl Outputs {
     /// Counts `n` occurrences of a processor event (a bounded name, exported per stage as
     /// `kubefacts_processor_events_total{stage, event}`). Counts of an aborted transaction
     /// are dropped with it, so the totals match what was committed.
-    pub fn count(&mut self, event: &'static str, n: u64) {
-        *self.counts.entry(event).or_default() += n;
+    pub fn count(&mut self, event: impl Event, n: u64) {
+        *self.counts.entry(event.as_str()).or_default() += n;
     }
 
     /// Takes the events counted so far.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     model::{OwnerRetainedCompute, SessionRetained},
-    ports::OwnersOut,
+    wiring::{OwnersEvent, OwnersOut},
 };
 use crate::{
     codec::{Codec, CodecError},
@@ -116,7 +116,7 @@ impl Processor for SessionOwners {
         let after = (record.retained && record.owner == owner)
             .then_some(Held { cpu_millicores: record.cpu_millicores, memory_bytes: record.memory_bytes });
         if before == after {
-            out.count("session_owners_unchanged", 1);
+            out.count(OwnersEvent::Unchanged, 1);
             return Ok(());
         }
         let mut total = self.totals.get(&owner).cloned().unwrap_or_else(|| OwnerRetainedCompute {
@@ -141,8 +141,8 @@ impl Processor for SessionOwners {
         // in the repartition topic (two sessions of one owner change in two tasks).
         total.stream_time = total.stream_time.max(record.stream_time);
         match out.emit(OwnersOut::Totals, owner.as_bytes().to_vec(), &total) {
-            Ok(()) => out.count("session_owners_totals", 1),
-            Err(_) => out.count("session_owners_encode_failed", 1),
+            Ok(()) => out.count(OwnersEvent::Totals, 1),
+            Err(_) => out.count(OwnersEvent::EncodeFailed, 1),
         }
         self.totals.put(owner, total);
         Ok(())

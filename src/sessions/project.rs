@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     model::{ContainerRequests, PodIdentity, SessionProjection, SessionRetained},
-    ports::{SessionsIn, SessionsOut},
     quantity,
     retention::{PodEvidence, RetentionState, retention},
+    wiring::{SessionsEvent, SessionsIn, SessionsOut},
 };
 use crate::{
     codec::{Codec, CodecError},
@@ -203,15 +203,15 @@ impl Sessions {
         let tracked = self.tracked.entry_mut(id.clone());
         // Two writers of one session may race: the later change wins, not the later write.
         if tracked.session.as_ref().is_some_and(|s| s.updated_at > session.updated_at) {
-            out.count("sessions_stale_updates", 1);
+            out.count(SessionsEvent::StaleUpdates, 1);
             return Ok(());
         }
         if obs.event == ObservationEvent::Deleted {
             tracked.session = None;
-            out.count("sessions_deleted", 1);
+            out.count(SessionsEvent::Deleted, 1);
         } else {
             tracked.session = Some(session);
-            out.count("sessions_updates", 1);
+            out.count(SessionsEvent::Updates, 1);
         }
         self.project(&id, now, out);
         Ok(())
@@ -244,12 +244,12 @@ impl Sessions {
             });
         };
         let Some(id) = self.session_of(&pod) else {
-            out.count("sessions_pods_not_session", 1);
+            out.count(SessionsEvent::PodsNotSession, 1);
             return Ok(());
         };
         let (requests, invalid) = main_container_requests(&pod, &self.cfg.main_container_annotation);
         if requests.is_none() {
-            out.count("sessions_main_container_unverified", 1);
+            out.count(SessionsEvent::MainContainerUnverified, 1);
         }
         let tracked = self.tracked.entry_mut(id.clone());
         tracked.seq += 1;
@@ -264,7 +264,7 @@ impl Sessions {
             seq: tracked.seq,
         };
         tracked.pods.insert(pod.meta.uid.clone(), seen);
-        out.count("sessions_pod_observations", 1);
+        out.count(SessionsEvent::PodObservations, 1);
         self.project(&id, now, out);
         // The rest of the observation was used; the bad quantity goes to the dead letters.
         match invalid {
@@ -299,7 +299,7 @@ impl Sessions {
                 }
                 n
             });
-            out.count("sessions_pods_unlisted", unlisted.unwrap_or(0));
+            out.count(SessionsEvent::PodsUnlisted, unlisted.unwrap_or(0));
             self.project(&id, now, out);
         }
     }
@@ -320,7 +320,7 @@ impl Sessions {
                             tracked.revision = projection.revision;
                             projection.revision = 0;
                             projection.stream_time = 0;
-                            out.count(retention_event(projection.retention_state), 1);
+                            out.count(SessionsEvent::Projected(projection.retention_state), 1);
                             let released = projection.retention_state == RetentionState::Released;
                             tracked.released_at = match (released, tracked.released_at) {
                                 (true, Some(at)) => Some(at),
@@ -330,7 +330,7 @@ impl Sessions {
                             tracked.emitted = Some(projection.clone());
                         }
                         // Not recorded as emitted: the next change tries again.
-                        Err(_) => out.count("sessions_encode_failed", 1),
+                        Err(_) => out.count(SessionsEvent::EncodeFailed, 1),
                     }
                 }
                 let retained = projection.retention_state == RetentionState::Retained;
@@ -378,7 +378,7 @@ impl Sessions {
         let send = |owner: &str, record: &SessionRetained, out: &mut Outputs| {
             let record = SessionRetained { stream_time: now, ..record.clone() };
             if out.emit(SessionsOut::Retained, owner.as_bytes().to_vec(), &record).is_err() {
-                out.count("sessions_encode_failed", 1);
+                out.count(SessionsEvent::EncodeFailed, 1);
             }
         };
         match &holds {
@@ -476,17 +476,6 @@ pub fn main_container_requests(pod: &Pod, annotation: &str) -> (Option<Container
     (Some(requests), (!invalid.is_empty()).then(|| invalid.join("; ")))
 }
 
-/// The counter of each retention state emitted.
-fn retention_event(state: RetentionState) -> &'static str {
-    match state {
-        RetentionState::Unknown => "sessions_unknown",
-        RetentionState::Active => "sessions_active",
-        RetentionState::Retained => "sessions_retained",
-        RetentionState::Releasing => "sessions_releasing",
-        RetentionState::Released => "sessions_released",
-    }
-}
-
 impl Processor for Sessions {
     type Input = SessionsInput;
 
@@ -520,7 +509,7 @@ impl Processor for Sessions {
         let Some(tracked) = self.tracked.get_mut(&id) else { return };
         tracked.seq += 1;
         tracked.undecodable_seq = Some(tracked.seq);
-        out.count("sessions_pod_undecodable", 1);
+        out.count(SessionsEvent::PodUndecodable, 1);
         self.project(&id, now, out);
     }
 
@@ -552,7 +541,7 @@ impl Processor for Sessions {
             // RELEASED holds nothing, so no owner total changes.
             self.tracked.delete(&id);
             out.tombstone(SessionsOut::Projections, id.into_bytes());
-            out.count("sessions_forgotten", 1);
+            out.count(SessionsEvent::Forgotten, 1);
         }
     }
 }

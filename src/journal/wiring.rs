@@ -1,7 +1,7 @@
 //! The inputs and output ports of `[runs]` and `[journal]`, named: each enum's order is the
 //! order the processor declares (`OUTPUTS`) or its stage lists its topics.
 
-use crate::runtime::Port;
+use crate::runtime::{Event, Port};
 
 /// `[runs]`'s output ports, in the order of [`super::Runs::OUTPUTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,75 @@ pub enum JournalOut {
 impl Port for JournalOut {
     fn index(self) -> usize {
         self as usize
+    }
+}
+
+/// The events `[runs]` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunsEvent {
+    /// A Job observation processed.
+    JobObservations,
+    /// A Pod observation processed.
+    PodObservations,
+    /// Container terminations newly counted.
+    TerminationsCounted,
+    /// A run filed.
+    RunsFiled,
+    /// A cleanup sweep run.
+    Sweeps,
+    /// Jobs a sweep kept: suspended.
+    KeptSuspended,
+    /// Jobs a sweep kept: already being deleted.
+    KeptBeingDeleted,
+    /// Jobs a sweep kept: a pending Job depends on them.
+    KeptDependedOn,
+    /// Decisions a sweep left for the next one (over its cap).
+    DecisionsDeferred,
+    /// A cleanup decision written.
+    Decisions,
+}
+
+impl Event for RunsEvent {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::JobObservations => "job_observations",
+            Self::PodObservations => "pod_observations",
+            Self::TerminationsCounted => "terminations_counted",
+            Self::RunsFiled => "runs_filed",
+            Self::Sweeps => "sweeps",
+            Self::KeptSuspended => "kept_suspended",
+            Self::KeptBeingDeleted => "kept_being_deleted",
+            Self::KeptDependedOn => "kept_depended_on",
+            Self::DecisionsDeferred => "decisions_deferred",
+            Self::Decisions => "decisions",
+        }
+    }
+}
+
+/// The events `[journal]` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalEvent {
+    /// A window revision emitted.
+    WindowsEmitted,
+    /// A window emitted final for the first time.
+    WindowsFinalized,
+    /// A run already in its window.
+    RunsDuplicate,
+    /// A run filed into its window.
+    RunsFiled,
+    /// A run filed into a window already emitted final.
+    RunsLate,
+}
+
+impl Event for JournalEvent {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::WindowsEmitted => "windows_emitted",
+            Self::WindowsFinalized => "windows_finalized",
+            Self::RunsDuplicate => "runs_duplicate",
+            Self::RunsFiled => "runs_filed",
+            Self::RunsLate => "runs_late",
+        }
     }
 }
 
