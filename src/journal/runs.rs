@@ -40,7 +40,7 @@ use crate::{
     },
     codec::{Codec, CodecError},
     observe::{
-        JobObservation, ObservationEvent, PodObservation,
+        JobObservation, Kind, ObservationEvent, PodObservation,
         model::{ContainerTermination, Job, Pod},
         shape,
     },
@@ -329,7 +329,8 @@ impl Runs {
         let Some(pod) = obs.pod else { return };
         out.count(RunsEvent::PodObservations, 1);
         // Only a Job's Pods belong to a run; bare and session Pods are other processors'.
-        let Some(job_uid) = pod.controller.as_ref().filter(|c| c.kind == "Job").map(|c| c.uid.clone()) else {
+        let Some(job_uid) = pod.controller.as_ref().filter(|c| c.kind == Kind::Job).map(|c| c.uid.clone())
+        else {
             return;
         };
         if self.ended.get(&job_uid).is_some() {

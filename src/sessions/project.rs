@@ -23,7 +23,7 @@ use super::{
 use crate::{
     codec::{Codec, CodecError},
     observe::{
-        ObservationEvent, PodObservation, SessionObservation,
+        Kind, ObservationEvent, PodObservation, SessionObservation,
         model::{ContainerObservation, Pod, PodPhase, Session},
         shape,
     },
@@ -276,7 +276,7 @@ impl Sessions {
     /// The session a Pod belongs to: its label's value, unless a Job controls it (such a
     /// Pod is a run, keyed by its Job, and never a session's).
     fn session_of(&self, pod: &Pod) -> Option<String> {
-        if pod.controller.as_ref().is_some_and(|c| c.kind == "Job") {
+        if pod.controller.as_ref().is_some_and(|c| c.kind == Kind::Job) {
             return None;
         }
         pod.meta.labels.get(&self.session_label).filter(|v| !v.is_empty()).cloned()
