@@ -54,6 +54,13 @@ pub enum CodecError {
         /// The full name asked for.
         name: String,
     },
+    /// A record came from an input the processor does not declare (its stage lists more
+    /// input topics than the processor reads).
+    #[error("input {input} is not one of the processor's inputs")]
+    UnknownInput {
+        /// The input's index (in the order the stage lists its topics).
+        input: usize,
+    },
     /// The Avro datum could not be decoded with its writer schema (truncated, corrupt, or
     /// not resolvable to the reader schema).
     #[error("invalid Avro datum for {schema}: {source}")]
@@ -144,6 +151,7 @@ impl CodecError {
             Self::UnknownSchemaId { .. } => "unknown_schema_id",
             Self::UnknownFingerprint { .. } => "unknown_fingerprint",
             Self::UnknownRecord { .. } => "unknown_record",
+            Self::UnknownInput { .. } => "unknown_input",
             Self::Datum { .. } => "invalid_datum",
             Self::TruncatedDatum { .. } => "truncated_datum",
             Self::TrailingBytes { .. } => "trailing_bytes",

@@ -15,6 +15,7 @@ pub mod judge;
 pub mod lease;
 pub mod model;
 pub mod schedule;
+pub mod wiring;
 
 #[cfg(test)]
 mod tests;
@@ -27,13 +28,14 @@ pub use judge::{Facts, Verdict, judge};
 pub use lease::LeaseBook;
 pub use model::{CoverageAlert, CoverageGap, CoverageState, CoverageSubject, ProgressSource};
 use schedule::Schedule;
+use wiring::{CoverageEvent, CoverageIn, CoverageOut};
 
 use crate::{
     codec::{Codec, CodecError},
     facts::{JobRun, OwnerKind, RunResult},
     observe::{CronJobObservation, LeaseObservation, ObservationEvent, shape},
     runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
         store::{KvStore, StateStore},
     },
 };
@@ -182,10 +184,11 @@ pub enum CoverageInput {
 
 impl DecodeInput for CoverageInput {
     async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
-        Ok(match input {
-            0 => CoverageInput::Run(Box::new(codec.decode_direct(bytes).await?)),
-            1 => CoverageInput::CronJob(Box::new(codec.decode_as(bytes).await?)),
-            _ => CoverageInput::Lease(Box::new(codec.decode_as(bytes).await?)),
+        Ok(match CoverageIn::of(input) {
+            Some(CoverageIn::Runs) => CoverageInput::Run(Box::new(codec.decode_direct(bytes).await?)),
+            Some(CoverageIn::CronJobs) => CoverageInput::CronJob(Box::new(codec.decode_as(bytes).await?)),
+            Some(CoverageIn::Leases) => CoverageInput::Lease(Box::new(codec.decode_as(bytes).await?)),
+            None => return Err(CodecError::UnknownInput { input }),
         })
     }
 
@@ -263,14 +266,14 @@ impl Coverage {
 
     fn on_run(&mut self, run: JobRun, context: Option<&String>, now: StreamTime, out: &mut Outputs) {
         if run.owner.kind != OwnerKind::Cronjob {
-            out.count("coverage_runs_not_cronjob", 1);
+            out.count(CoverageEvent::RunsNotCronjob, 1);
             return;
         }
         if self.cfg.progress == ProgressKind::Succeeded && run.result != RunResult::Succeeded {
-            out.count("coverage_runs_not_progress", 1);
+            out.count(CoverageEvent::RunsNotProgress, 1);
             return;
         }
-        out.count("coverage_runs", 1);
+        out.count(CoverageEvent::Runs, 1);
         let uid = run.owner.uid.clone();
         if let Some(context) = context {
             self.contexts.entry_mut(uid.clone()).run = Some(context.clone());
@@ -303,7 +306,7 @@ impl Coverage {
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
                 return Err(ProcessError {
-                    reason: "unknown_event",
+                    reason: Reason::UnknownEvent,
                     detail: "a CronJob event this reader does not know".into(),
                 });
             }
@@ -311,7 +314,7 @@ impl Coverage {
         }
         let Some(cj) = obs.cronjob else {
             return Err(ProcessError {
-                reason: "missing_object",
+                reason: Reason::MissingObject,
                 detail: "a CronJob event without a CronJob".into(),
             });
         };
@@ -357,7 +360,7 @@ impl Coverage {
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
                 return Err(ProcessError {
-                    reason: "unknown_event",
+                    reason: Reason::UnknownEvent,
                     detail: "a Lease event this reader does not know".into(),
                 });
             }
@@ -365,20 +368,20 @@ impl Coverage {
         }
         let Some(lease) = obs.lease else {
             return Err(ProcessError {
-                reason: "missing_object",
+                reason: Reason::MissingObject,
                 detail: "a Lease event without a Lease".into(),
             });
         };
         let key = format!("{}/{}", lease.meta.namespace, lease.meta.name);
         match self.leases.record(&key, &lease) {
             Ok(()) => {
-                out.count("coverage_lease_snapshots", 1);
+                out.count(CoverageEvent::LeaseSnapshots, 1);
                 if let Some(context) = context {
                     self.lease_contexts.put(key, context.clone());
                 }
             }
-            Err(lease::Ignored::Stale) => out.count("coverage_lease_snapshots_stale", 1),
-            Err(lease::Ignored::NoTimes) => out.count("coverage_lease_snapshots_without_times", 1),
+            Err(lease::Ignored::Stale) => out.count(CoverageEvent::LeaseSnapshotsStale, 1),
+            Err(lease::Ignored::NoTimes) => out.count(CoverageEvent::LeaseSnapshotsWithoutTimes, 1),
         }
         Ok(())
     }
@@ -400,8 +403,8 @@ impl Coverage {
         if let Some(subject) = self.subjects.delete(&uid_key) {
             self.unindex(uid, &subject);
             if subject.state.is_some() {
-                out.tombstone(0, uid.as_bytes().to_vec());
-                out.count("coverage_subjects_forgotten", 1);
+                out.tombstone(CoverageOut::Alerts, uid.as_bytes().to_vec());
+                out.count(CoverageEvent::SubjectsForgotten, 1);
             }
         }
     }
@@ -422,7 +425,7 @@ impl Coverage {
         let (Some(rule), false) = (rule, spec.suspend) else {
             // Not judged (suspended, or no rule): any record it had ends.
             if subject.state.take().is_some() {
-                out.tombstone(0, uid.as_bytes().to_vec());
+                out.tombstone(CoverageOut::Alerts, uid.as_bytes().to_vec());
                 subject.fired_pending_since = None;
             }
             subject.due_at = None;
@@ -436,7 +439,7 @@ impl Coverage {
             .clone();
         let interval_ms = spec.expected_interval.as_deref().and_then(|t| schedule::parse_duration_ms(t).ok());
         if spec.expected_interval.is_some() && interval_ms.is_none() {
-            out.count("coverage_bad_expected_interval", 1);
+            out.count(CoverageEvent::BadExpectedInterval, 1);
         }
         let facts = Facts {
             spec: &spec,
@@ -486,17 +489,17 @@ impl Coverage {
                 manager_covered_until: self.leases.covered_until(&rule.manager_lease),
                 coverage_gaps: gaps,
             };
-            match out.emit(0, uid.as_bytes().to_vec(), &alert) {
+            match out.emit(CoverageOut::Alerts, uid.as_bytes().to_vec(), &alert) {
                 Ok(()) => {
                     let kept = self.contexts.get(uid);
                     let lease = self.lease_contexts.get(&rule.manager_lease);
                     let (cronjob, run) = kept.map_or((None, None), |c| (c.cronjob.as_ref(), c.run.as_ref()));
                     out.link_last([cronjob, run, lease].into_iter().flatten().cloned());
                     subject.state = Some(state);
-                    out.count(state_event(state), 1);
+                    out.count(CoverageEvent::Judged(state), 1);
                 }
                 // Not recorded as emitted, so the next evaluation tries again.
-                Err(_) => out.count("coverage_encode_failed", 1),
+                Err(_) => out.count(CoverageEvent::EncodeFailed, 1),
             }
         }
         // Index: OK and RESOLVED wait for their due time; everything else is re-judged at
@@ -532,19 +535,6 @@ impl Coverage {
                 }
             }
         }
-    }
-}
-
-/// The counter of each state entered.
-fn state_event(state: CoverageState) -> &'static str {
-    match state {
-        CoverageState::Ok => "coverage_ok",
-        CoverageState::Pending => "coverage_pending",
-        CoverageState::Firing => "coverage_firing",
-        CoverageState::Resolved => "coverage_resolved",
-        CoverageState::ManagerStopped => "coverage_manager_stopped",
-        CoverageState::InsufficientEvidence => "coverage_insufficient_evidence",
-        CoverageState::Unknown => "coverage_unknown",
     }
 }
 

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::finish::owner_of;
 pub use super::finish::{ExitKey, finish, finished, run_of};
 use super::model::JobRun;
+use super::wiring::{RunsEvent, RunsIn, RunsOut};
 use crate::{
     cleanup::{
         CleanupConfig, CleanupDecision, JobRef,
@@ -39,12 +40,12 @@ use crate::{
     },
     codec::{Codec, CodecError},
     observe::{
-        JobObservation, ObservationEvent, PodObservation,
+        JobObservation, Kind, ObservationEvent, PodObservation,
         model::{ContainerTermination, Job, Pod},
         shape,
     },
     runtime::{
-        DecodeInput, KvStore, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StateStore,
+        DecodeInput, KvStore, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StateStore,
         StreamTime,
     },
 };
@@ -89,10 +90,11 @@ pub enum RunsInput {
 
 impl DecodeInput for RunsInput {
     async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
-        Ok(match input {
-            0 => RunsInput::Job(codec.decode_direct(bytes).await?),
-            1 => RunsInput::Pod(codec.decode_direct(bytes).await?),
-            _ => RunsInput::AnyJob(codec.decode_direct(bytes).await?),
+        Ok(match RunsIn::of(input) {
+            Some(RunsIn::Jobs) => RunsInput::Job(codec.decode_direct(bytes).await?),
+            Some(RunsIn::Pods) => RunsInput::Pod(codec.decode_direct(bytes).await?),
+            Some(RunsIn::AllJobs) => RunsInput::AnyJob(codec.decode_direct(bytes).await?),
+            None => return Err(CodecError::UnknownInput { input }),
         })
     }
 
@@ -248,11 +250,11 @@ impl Runs {
         }
         let Some(job) = obs.job else {
             return Err(ProcessError {
-                reason: "missing_object",
+                reason: Reason::MissingObject,
                 detail: "a Job event without a Job".into(),
             });
         };
-        out.count("job_observations", 1);
+        out.count(RunsEvent::JobObservations, 1);
         let uid = job.meta.uid.clone();
         if let Some(mut ended) = self.ended.get(&uid).copied() {
             // Decided (or gone): never tracked again. A relist keeps the tombstone while the
@@ -325,9 +327,10 @@ impl Runs {
 
     fn on_pod(&mut self, obs: PodObservation, context: Option<&String>, out: &mut Outputs) {
         let Some(pod) = obs.pod else { return };
-        out.count("pod_observations", 1);
+        out.count(RunsEvent::PodObservations, 1);
         // Only a Job's Pods belong to a run; bare and session Pods are other processors'.
-        let Some(job_uid) = pod.controller.as_ref().filter(|c| c.kind == "Job").map(|c| c.uid.clone()) else {
+        let Some(job_uid) = pod.controller.as_ref().filter(|c| c.kind == Kind::Job).map(|c| c.uid.clone())
+        else {
             return;
         };
         if self.ended.get(&job_uid).is_some() {
@@ -343,7 +346,7 @@ impl Runs {
             return;
         }
         let new = count_terminations(&pod, self.jobs.entry_mut(job_uid.clone()));
-        out.count("terminations_counted", new);
+        out.count(RunsEvent::TerminationsCounted, new);
         if new > 0 {
             self.keep_context(&job_uid, context);
         }
@@ -364,12 +367,13 @@ impl Runs {
         let Some(run) = tracked.job.as_ref().and_then(|job| run_of(job, &tracked.exits)) else {
             return Ok(());
         };
-        out.count("runs_filed", 1);
+        out.count(RunsEvent::RunsFiled, 1);
         let window = run.finished_at - run.finished_at.rem_euclid(cfg.window_length_ms);
-        let encode_failed = |e| ProcessError { reason: "encode_failed", detail: format!("run {uid}: {e}") };
-        out.emit_direct(0, run.owner.uid.clone(), &run).map_err(encode_failed)?;
+        let encode_failed =
+            |e| ProcessError { reason: Reason::EncodeFailed, detail: format!("run {uid}: {e}") };
+        out.emit_direct(RunsOut::Facts, run.owner.uid.clone(), &run).map_err(encode_failed)?;
         Self::link(contexts, uid, out);
-        out.emit_direct(1, window.to_string(), &run).map_err(encode_failed)?;
+        out.emit_direct(RunsOut::JournalRepartition, window.to_string(), &run).map_err(encode_failed)?;
         Self::link(contexts, uid, out);
         tracked.filed = true;
         // The breakdown now lives in the fact; later terminations are ignored.
@@ -477,7 +481,7 @@ impl Runs {
         let mut sweeps = self.sweeps.get(&()).copied().unwrap_or_default();
         sweeps.count += 1;
         self.sweeps.put((), sweeps);
-        out.count("sweeps", 1);
+        out.count(RunsEvent::Sweeps, 1);
 
         let forget: Vec<String> = self
             .ended
@@ -511,12 +515,12 @@ impl Runs {
                 Verdict::Keep(Keep::DependedOn) => held += 1,
             }
         }
-        out.count("kept_suspended", suspended);
-        out.count("kept_being_deleted", deleting);
-        out.count("kept_depended_on", held);
+        out.count(RunsEvent::KeptSuspended, suspended);
+        out.count(RunsEvent::KeptBeingDeleted, deleting);
+        out.count(RunsEvent::KeptDependedOn, held);
         due.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         let cap = cfg.max_decisions_per_sweep as usize;
-        out.count("decisions_deferred", due.len().saturating_sub(cap) as u64);
+        out.count(RunsEvent::DecisionsDeferred, due.len().saturating_sub(cap) as u64);
         for (_, uid, retention, finished_at) in due.into_iter().take(cap) {
             let Some(mut tracked) = self.jobs.get(&uid).cloned() else { continue };
             // A Job expiring before it settled (a TTL of 0, say) is filed first: its run is
@@ -539,14 +543,14 @@ impl Runs {
                 decided_at: now,
                 sweep: sweeps.count,
             };
-            if out.emit(2, uid.clone(), &decision).is_err() {
+            if out.emit(RunsOut::CleanupDecisions, uid.clone(), &decision).is_err() {
                 // Unencodable (cannot happen for a typed record): stays tracked — filed, if
                 // it just was — and is decided later.
                 self.jobs.put(uid, tracked);
                 continue;
             }
             Self::link(&self.contexts, &uid, out);
-            out.count("decisions", 1);
+            out.count(RunsEvent::Decisions, 1);
             self.evict(&uid, &tracked, Ended { epoch: tracked.epoch, gone_at: None });
         }
     }

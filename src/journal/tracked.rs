@@ -57,7 +57,7 @@ pub fn trim_filed(job: &mut Job) {
 pub mod job {
     use super::*;
 
-    const CRONJOB: &str = "CronJob";
+    const CRONJOB: &str = crate::observe::Kind::CronJob.as_str();
 
     #[derive(Serialize)]
     struct Out<'a> {

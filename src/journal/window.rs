@@ -28,9 +28,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::model::JobRun;
+use super::wiring::{JournalEvent, JournalOut};
 use crate::codec::direct::{Datum, write_long};
 use crate::runtime::{
-    KvStore, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StateStore, StreamTime,
+    KvStore, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StateStore, StreamTime,
 };
 
 /// Settings of `[journal]`.
@@ -173,9 +174,9 @@ impl Journal {
 
     fn emit(&mut self, start: i64, mut state: WindowState, now: StreamTime, out: &mut Outputs) {
         let is_final = now >= self.end(start) + self.cfg.grace_ms;
-        out.count("windows_emitted", 1);
+        out.count(JournalEvent::WindowsEmitted, 1);
         if is_final && !state.final_emitted {
-            out.count("windows_finalized", 1);
+            out.count(JournalEvent::WindowsFinalized, 1);
         }
         state.revision += 1;
         state.emitted_at = Some(now);
@@ -213,7 +214,7 @@ impl Journal {
         }
         // Typed records of embedded schemas always encode; were it ever to fail, the window
         // stays dirty and is emitted again at the next chance rather than lost.
-        if out.emit_keyed_with(0, &key, JobRunWindow::FULL_NAME, write).is_err() {
+        if out.emit_keyed_with(JournalOut::Windows, &key, JobRunWindow::FULL_NAME, write).is_err() {
             state.dirty = true;
             state.changed = changed;
             state.revision -= 1;
@@ -291,7 +292,7 @@ impl Processor for Journal {
         let start = self.cfg.window_start(run.finished_at);
         if now > self.end(start) + self.cfg.retention_ms {
             return Err(ProcessError {
-                reason: "beyond_retention",
+                reason: Reason::BeyondRetention,
                 detail: format!(
                     "run {} finished at {} ms, its window ended more than {} ms before stream time {now}",
                     run.run_uid, run.finished_at, self.cfg.retention_ms
@@ -301,13 +302,13 @@ impl Processor for Journal {
         let key = (start, run.run_uid.clone());
         let known = self.runs.get(&key);
         if known == Some(&run) {
-            out.count("runs_duplicate", 1);
+            out.count(JournalEvent::RunsDuplicate, 1);
             return Ok(()); // seen before: nothing changes
         }
         let mut state = self.windows.get(&start).cloned().unwrap_or_default();
-        out.count("runs_filed", 1);
+        out.count(JournalEvent::RunsFiled, 1);
         if state.final_emitted {
-            out.count("runs_late", 1);
+            out.count(JournalEvent::RunsLate, 1);
         }
         if known.is_none() {
             state.runs += 1;

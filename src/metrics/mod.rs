@@ -52,7 +52,7 @@ use tokio::{
 };
 
 use crate::{
-    observe::admission::Step,
+    observe::{Kind, admission::Step},
     runtime::kafka::{RuntimeStats, TaskGauges},
     trace::KubeObject,
     watch::WatchStats,
@@ -333,7 +333,7 @@ fn family_of<M: EncodeMetric + TypedMetric>(
 }
 
 /// The kinds admission decides about (Namespaces and Leases are not admitted by annotation).
-const ADMISSION_KINDS: [&str; 3] = ["Pod", "Job", "CronJob"];
+const ADMISSION_KINDS: [&str; 3] = [Kind::Pod.as_str(), Kind::Job.as_str(), Kind::CronJob.as_str()];
 
 /// The watcher's families. Writes nothing until [`Metrics::add_watcher`], so a processor's
 /// scrape holds only stage families.

@@ -15,7 +15,7 @@ use super::model::{
     ConditionStatus, ContainerObservation, ContainerTermination, CronJob, CronJobStatus, Job, JobCondition,
     JobSpec, JobStatus, Lease, ObjectMeta, OwnerReference, Pod, PodIdentity, PodPhase, Session,
 };
-use super::{ObserveError, annotations};
+use super::{ObserveError, annotations, kind::Kind};
 use crate::trace::SessionRecord;
 
 /// The default session label: a Pod carrying it belongs to the session it names.
@@ -78,7 +78,7 @@ pub fn pod(pod: &core::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
 pub fn job(job: &batch::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> {
     let meta = object_meta("Job", &job.metadata, cfg)?;
     let owner_cronjob = controller("Job", &meta, job.metadata.owner_references.as_deref())?
-        .filter(|owner| owner.kind == "CronJob");
+        .filter(|owner| owner.kind == Kind::CronJob);
     let spec = job.spec.as_ref().map_or_else(JobSpec::default, |s| JobSpec {
         parallelism: s.parallelism,
         completions: s.completions,

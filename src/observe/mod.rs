@@ -21,6 +21,7 @@ pub mod admission;
 pub mod annotations;
 mod datum;
 mod error;
+pub mod kind;
 pub mod memory;
 pub mod minimize;
 pub mod model;
@@ -33,6 +34,7 @@ use serde::Serialize;
 
 pub use admission::{Admission, AdmissionConfig, AdmissionCounts};
 pub use error::ObserveError;
+pub use kind::Kind;
 pub use minimize::MinimizeConfig;
 pub use model::{
     CronJobObservation, JobObservation, LeaseObservation, ObservationEvent, Pod, PodObservation,
@@ -92,12 +94,12 @@ impl InputTopic {
     }
 
     /// The Kubernetes kind whose objects this topic carries (`None` for sessions).
-    pub fn kind(self) -> Option<&'static str> {
+    pub fn kind(self) -> Option<Kind> {
         match self {
-            Self::Pods => Some("Pod"),
-            Self::Jobs => Some("Job"),
-            Self::CronJobs => Some("CronJob"),
-            Self::Leases => Some("Lease"),
+            Self::Pods => Some(Kind::Pod),
+            Self::Jobs => Some(Kind::Job),
+            Self::CronJobs => Some(Kind::CronJob),
+            Self::Leases => Some(Kind::Lease),
             Self::Sessions => None,
         }
     }
@@ -241,7 +243,7 @@ pub struct Observation {
 /// minimized record only, so a reader can check it.
 pub fn pod_routing_key<'a>(pod: &'a Pod, session_label: &str) -> &'a str {
     match &pod.controller {
-        Some(owner) if owner.kind == "Job" => &owner.uid,
+        Some(owner) if owner.kind == Kind::Job => &owner.uid,
         _ => pod.meta.labels.get(session_label).filter(|v| !v.is_empty()).unwrap_or(&pod.meta.uid),
     }
 }
@@ -326,7 +328,10 @@ pub fn observe_at(
 /// no topic: their relist only refreshes admission.
 fn relisted(kinds: Option<&[String]>) -> Vec<InputTopic> {
     let Some(kinds) = kinds else { return InputTopic::WATCHED.to_vec() };
-    InputTopic::WATCHED.into_iter().filter(|t| kinds.iter().any(|k| t.kind() == Some(k.as_str()))).collect()
+    InputTopic::WATCHED
+        .into_iter()
+        .filter(|t| kinds.iter().any(|k| t.kind().is_some_and(|kind| *k == kind)))
+        .collect()
 }
 
 fn keyed(key: String, record: ObservationRecord) -> Observation {

@@ -9,7 +9,7 @@ use super::{
     CronJobObservation, JobObservation, LeaseObservation, ObservationEvent, PodObservation,
     SessionObservation, Source,
 };
-use crate::runtime::ProcessError;
+use crate::runtime::{ProcessError, Reason};
 
 /// What an observation of a source topic must be (DESIGN §3): an APPLIED or DELETED event
 /// carries its object and the key its topic is keyed by; a marker or heartbeat carries
@@ -39,21 +39,24 @@ impl ObservationShape<'_> {
         let err = |reason, detail: String| Err(ProcessError { reason, detail });
         match self.event {
             ObservationEvent::Unknown => {
-                err("unknown_event", format!("a {kind} event this reader does not know"))
+                err(Reason::UnknownEvent, format!("a {kind} event this reader does not know"))
             }
             ObservationEvent::Applied | ObservationEvent::Deleted => {
                 if time_header {
-                    return err("bad_heartbeat", format!("a {kind} event carrying the heartbeat header"));
+                    return err(
+                        Reason::BadHeartbeat,
+                        format!("a {kind} event carrying the heartbeat header"),
+                    );
                 }
                 if !self.has_object {
-                    return err("missing_object", format!("a {kind} event without its {kind}"));
+                    return err(Reason::MissingObject, format!("a {kind} event without its {kind}"));
                 }
                 let Some(key) = key.filter(|k| !k.is_empty()) else {
-                    return err("missing_key", format!("a {kind} event without a key"));
+                    return err(Reason::MissingKey, format!("a {kind} event without a key"));
                 };
                 match &self.expected_key {
                     Some(expected) if key != expected.as_bytes() => err(
-                        "wrong_key",
+                        Reason::WrongKey,
                         format!(
                             "a {kind} keyed {:?}, but its topic keys it by {expected:?}: it is on the wrong partition",
                             String::from_utf8_lossy(key)
@@ -66,27 +69,33 @@ impl ObservationShape<'_> {
                 let heartbeat = self.event == ObservationEvent::Heartbeat;
                 if !heartbeat && !self.markers {
                     return err(
-                        "unexpected_marker",
+                        Reason::UnexpectedMarker,
                         format!("a snapshot marker on the {kind} topic, which is never relisted"),
                     );
                 }
                 if self.has_object {
-                    return err("unexpected_object", format!("a {kind} marker or heartbeat with an object"));
+                    return err(
+                        Reason::UnexpectedObject,
+                        format!("a {kind} marker or heartbeat with an object"),
+                    );
                 }
                 if key.is_some() {
                     return err(
-                        "unexpected_key",
+                        Reason::UnexpectedKey,
                         format!("a {kind} marker or heartbeat with a key (they go to every partition)"),
                     );
                 }
                 if heartbeat && (self.source.cluster.is_empty() || self.source.instance.is_empty()) {
                     return err(
-                        "bad_heartbeat",
+                        Reason::BadHeartbeat,
                         "a heartbeat that does not name its publisher (cluster, instance)".into(),
                     );
                 }
                 if !heartbeat && time_header {
-                    return err("bad_heartbeat", "a snapshot marker carrying the heartbeat header".into());
+                    return err(
+                        Reason::BadHeartbeat,
+                        "a snapshot marker carrying the heartbeat header".into(),
+                    );
                 }
                 Ok(())
             }
@@ -179,7 +188,7 @@ mod tests {
     fn each_break_of_the_topic_contract_has_its_reason() {
         let src = source();
         let reason = |s: ObservationShape<'_>, key: Option<&[u8]>, header: bool| {
-            s.check(key, header).err().map(|e| e.reason)
+            s.check(key, header).err().map(|e| e.reason.as_str())
         };
         use ObservationEvent::*;
         assert_eq!(reason(shape(Applied, true, &src), Some(b"uid-1"), false), None);

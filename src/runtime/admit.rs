@@ -5,7 +5,9 @@
 //! and in memory, and a refused record enters the merge carrying no time
 //! ([`super::Mark::Void`]): it cannot hold its lane back or move stream time.
 
-use super::{HEARTBEAT_KEY, clock::Writer, processor::DecodeInput, processor::ProcessError};
+use super::{
+    HEARTBEAT_KEY, clock::Writer, deadletter::Reason, processor::DecodeInput, processor::ProcessError,
+};
 
 use crate::codec::{Codec, CodecError};
 
@@ -87,33 +89,36 @@ pub enum Admitted<I> {
 }
 
 impl<I> Admitted<I> {
-    fn reject(reason: &'static str, detail: impl Into<String>) -> Self {
-        Self::Reject { reason, detail: detail.into() }
+    fn reject(reason: Reason, detail: impl Into<String>) -> Self {
+        Self::Reject { reason: reason.as_str(), detail: detail.into() }
     }
 }
 
 /// Admits one record of a stage whose inputs decode as `I`.
 pub async fn admit<I: DecodeInput>(codec: &Codec, env: Envelope<'_>) -> Admitted<I> {
     match env.timestamp_ms {
-        None => return Admitted::reject("timestamp_out_of_range", "the record has no timestamp"),
+        None => return Admitted::reject(Reason::TimestampOutOfRange, "the record has no timestamp"),
         Some(ts) if ts < 0 => {
             return Admitted::reject(
-                "timestamp_out_of_range",
+                Reason::TimestampOutOfRange,
                 format!("timestamp {ts} ms is before the Unix epoch"),
             );
         }
         Some(_) => {}
     }
     let Some(_) = env.writer else {
-        return Admitted::reject("bad_writer_header", "a kubefacts-writer header that is not <task>/<tasks>");
+        return Admitted::reject(
+            Reason::BadWriterHeader,
+            "a kubefacts-writer header that is not <task>/<tasks>",
+        );
     };
     let Some(value) = env.value else {
         if !env.time_header {
-            return Admitted::reject("null_value", "a record with a null value and no heartbeat header");
+            return Admitted::reject(Reason::NullValue, "a record with a null value and no heartbeat header");
         }
         if env.key != Some(HEARTBEAT_KEY) {
             return Admitted::reject(
-                "bad_heartbeat",
+                Reason::BadHeartbeat,
                 format!("a forwarded heartbeat must be keyed {:?}", String::from_utf8_lossy(HEARTBEAT_KEY)),
             );
         }
@@ -122,10 +127,10 @@ pub async fn admit<I: DecodeInput>(codec: &Codec, env: Envelope<'_>) -> Admitted
     let decoded = match I::decode(env.input, codec, value).await {
         Ok(d) => d,
         Err(e) if e.is_retriable() => return Admitted::Retry(e),
-        Err(e) => return Admitted::reject(e.reason(), e.to_string()),
+        Err(e) => return Admitted::Reject { reason: e.reason(), detail: e.to_string() },
     };
     match decoded.check(env.key, env.time_header) {
         Ok(()) => Admitted::Use(decoded),
-        Err(ProcessError { reason, detail }) => Admitted::Reject { reason, detail },
+        Err(ProcessError { reason, detail }) => Admitted::reject(reason, detail),
     }
 }

@@ -8,6 +8,75 @@ use crate::codec::{CodecError, Framing};
 /// Full name of the dead-letter record (`schemas/dead-letter.avsc`).
 pub const FULL_NAME: &str = "io.kubefacts.v1.DeadLetter";
 
+/// Why a record was dead-lettered, where the codec did not refuse its bytes (that reason is
+/// [`CodecError::reason`]). [`Reason::as_str`] is the bounded code in the dead-letter
+/// record and the `reason` label of the metrics, so those strings never change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// The record has no timestamp, or one before the Unix epoch.
+    TimestampOutOfRange,
+    /// Stamped implausibly far ahead of the heartbeat after it.
+    TimestampAhead,
+    /// A `kubefacts-writer` header that is not `<task>/<tasks>`.
+    BadWriterHeader,
+    /// A null value without the heartbeat header.
+    NullValue,
+    /// A heartbeat or marker that breaks its contract (key, header, publisher).
+    BadHeartbeat,
+    /// An observation event this reader does not know.
+    UnknownEvent,
+    /// An event without its object.
+    MissingObject,
+    /// A record without the key its topic or processor needs.
+    MissingKey,
+    /// A record keyed otherwise than its topic keys it (on the wrong partition).
+    WrongKey,
+    /// A snapshot marker on a topic that is never relisted.
+    UnexpectedMarker,
+    /// A marker or heartbeat carrying an object.
+    UnexpectedObject,
+    /// A marker or heartbeat carrying a key.
+    UnexpectedKey,
+    /// A record that filed into a window past its retention.
+    BeyondRetention,
+    /// A Kubernetes quantity that does not parse.
+    InvalidQuantity,
+    /// An output of the record could not be encoded.
+    EncodeFailed,
+    /// A cleanup decision that breaks its contract.
+    InvalidDecision,
+}
+
+impl Reason {
+    /// The bounded code, as written in dead-letter records and metric labels.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::TimestampOutOfRange => "timestamp_out_of_range",
+            Self::TimestampAhead => "timestamp_ahead",
+            Self::BadWriterHeader => "bad_writer_header",
+            Self::NullValue => "null_value",
+            Self::BadHeartbeat => "bad_heartbeat",
+            Self::UnknownEvent => "unknown_event",
+            Self::MissingObject => "missing_object",
+            Self::MissingKey => "missing_key",
+            Self::WrongKey => "wrong_key",
+            Self::UnexpectedMarker => "unexpected_marker",
+            Self::UnexpectedObject => "unexpected_object",
+            Self::UnexpectedKey => "unexpected_key",
+            Self::BeyondRetention => "beyond_retention",
+            Self::InvalidQuantity => "invalid_quantity",
+            Self::EncodeFailed => "encode_failed",
+            Self::InvalidDecision => "invalid_decision",
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A record on the dead-letter topic; mirrors `schemas/dead-letter.avsc`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadLetter {
@@ -76,7 +145,7 @@ impl DeadLetter {
     pub fn ahead(source: Source<'_>) -> Self {
         let detail = "stamped more than [process].max_ahead_of_heartbeat_ms ahead of the watcher heartbeat \
                       that follows it on its partition: its time is implausible, so it moved no stream time";
-        Self::new(source, "timestamp_ahead", detail.into())
+        Self::new(source, Reason::TimestampAhead.as_str(), detail.into())
     }
 
     /// A dead letter with an explicit reason.

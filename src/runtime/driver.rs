@@ -504,7 +504,7 @@ fn step<P: Processor>(
         (_, Admitted::Retry(_)) => unreachable!("the driver stops at a retriable record"),
         (_, Admitted::Use(decoded)) => {
             if let Err(e) = task.process(decoded, &meta) {
-                dead_letters.push(DeadLetter::new(source, e.reason, e.detail));
+                dead_letters.push(DeadLetter::new(source, e.reason.as_str(), e.detail));
             }
         }
     }

@@ -33,8 +33,10 @@ pub mod topics;
 mod tests;
 
 pub use clock::{Gate, Mark, WRITER_HEADER, Writer};
+pub use deadletter::Reason;
 pub use processor::{
-    DecodeInput, MAX_LINKS, OutputPort, OutputRecord, Outputs, ProcessError, Processor, RecordMeta,
+    DecodeInput, Event, MAX_LINKS, OutputPort, OutputRecord, Outputs, Port, ProcessError, Processor,
+    RecordMeta,
 };
 pub use store::{KvStore, StateStore, StoreError};
 pub use task::Task;

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     StreamTime,
-    processor::{DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta},
+    deadletter::Reason,
+    processor::{DecodeInput, OutputPort, Outputs, Port, ProcessError, Processor, RecordMeta},
     store::{KvStore, StateStore},
 };
 use crate::codec::{Codec, CodecError};
@@ -37,6 +38,48 @@ impl KeyedCount {
 impl DecodeInput for KeyedCount {
     async fn decode(_input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
         codec.decode_as(bytes).await
+    }
+}
+
+/// [`Probe`]'s output ports, in the order of [`Probe::OUTPUTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeOut {
+    /// `probe_output`: the counts.
+    Counts,
+}
+
+impl Port for ProbeOut {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// [`ProbeRekey`]'s output ports, in the order of [`ProbeRekey::OUTPUTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RekeyOut {
+    /// `probe_repartition`: the re-keyed records.
+    Repartition,
+}
+
+impl Port for RekeyOut {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// [`Probe`]'s inputs, in order: the first (co-partitioned), then any number of globals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeIn {
+    /// The first input: counted by key.
+    Keyed,
+    /// A global input (every task reads it): counted per task.
+    Global,
+}
+
+impl ProbeIn {
+    /// The input at `index` (every index past the first is a global).
+    pub fn of(index: usize) -> Option<Self> {
+        Some(if index == 0 { Self::Keyed } else { Self::Global })
     }
 }
 
@@ -96,11 +139,14 @@ impl Processor for Probe {
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
         let Some(key) = meta.key.as_deref() else {
-            return Err(ProcessError { reason: "missing_key", detail: "the probe counts by key".into() });
+            return Err(ProcessError {
+                reason: Reason::MissingKey,
+                detail: "the probe counts by key".into(),
+            });
         };
-        let key = match meta.input {
-            0 => String::from_utf8_lossy(key).into_owned(),
-            _ => format!("global/{}/{}", self.task, String::from_utf8_lossy(key)),
+        let key = match ProbeIn::of(meta.input) {
+            Some(ProbeIn::Keyed) => String::from_utf8_lossy(key).into_owned(),
+            Some(ProbeIn::Global) | None => format!("global/{}/{}", self.task, String::from_utf8_lossy(key)),
         };
         let count = self.count(&key) + 1;
         self.counts.put(key.clone(), count);
@@ -110,7 +156,8 @@ impl Processor for Probe {
             input_partition: meta.partition,
             input_offset: meta.offset,
         };
-        out.emit(0, key, &record).map_err(|e| ProcessError { reason: "encode_failed", detail: e.to_string() })
+        out.emit(ProbeOut::Counts, key, &record)
+            .map_err(|e| ProcessError { reason: Reason::EncodeFailed, detail: e.to_string() })
     }
 
     fn on_stream_time(&mut self, _now: StreamTime, _out: &mut Outputs) {}
@@ -162,12 +209,36 @@ impl Processor for ProbeRekey {
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
         let Some(key) = meta.key.as_deref() else {
-            return Err(ProcessError { reason: "missing_key", detail: "the re-keyer buckets by key".into() });
+            return Err(ProcessError {
+                reason: Reason::MissingKey,
+                detail: "the re-keyer buckets by key".into(),
+            });
         };
         let bucket = Self::bucket(key);
-        out.emit(0, bucket.clone(), &KeyedCount { key: bucket, ..input })
-            .map_err(|e| ProcessError { reason: "encode_failed", detail: e.to_string() })
+        out.emit(RekeyOut::Repartition, bucket.clone(), &KeyedCount { key: bucket, ..input })
+            .map_err(|e| ProcessError { reason: Reason::EncodeFailed, detail: e.to_string() })
     }
 
     fn on_stream_time(&mut self, _now: StreamTime, _out: &mut Outputs) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_name_the_outputs_declared_at_their_index() {
+        assert_eq!(Probe::OUTPUTS.len(), 1);
+        assert_eq!(Probe::OUTPUTS[ProbeOut::Counts.index()].topic, "probe_output");
+        assert_eq!(ProbeRekey::OUTPUTS.len(), 1);
+        assert_eq!(ProbeRekey::OUTPUTS[RekeyOut::Repartition.index()].topic, "probe_repartition");
+    }
+
+    #[test]
+    fn inputs_past_the_first_are_globals() {
+        assert_eq!(
+            [0, 1, 2].map(ProbeIn::of),
+            [Some(ProbeIn::Keyed), Some(ProbeIn::Global), Some(ProbeIn::Global)]
+        );
+    }
 }

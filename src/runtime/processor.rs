@@ -4,7 +4,7 @@ use std::future::Future;
 
 use serde::Serialize;
 
-use super::{HEARTBEAT_KEY, StreamTime, clock::Writer, store::StateStore};
+use super::{HEARTBEAT_KEY, StreamTime, clock::Writer, deadletter::Reason, store::StateStore};
 use crate::codec::{Codec, CodecError, RecordWriter, direct::DirectRecord};
 
 /// Where a record came from and when it happened.
@@ -58,9 +58,25 @@ pub trait DecodeInput: Sized + Send + Clone {
 #[error("{reason}: {detail}")]
 pub struct ProcessError {
     /// Bounded reason code for metrics and the dead-letter record, e.g. `unknown_event`.
-    pub reason: &'static str,
+    pub reason: Reason,
     /// What was wrong, for people.
     pub detail: String,
+}
+
+/// One of a processor's output ports: a variant of the processor's own enum of ports,
+/// whose order is that of its declared outputs (`OUTPUTS`). Only those enums implement
+/// it — not `usize` — so every emit names its port.
+pub trait Port: Copy {
+    /// The port's index among the processor's declared outputs.
+    fn index(self) -> usize;
+}
+
+/// An event a processor counts (exported per stage as
+/// `kubefacts_processor_events_total{stage, event}`): a variant of the processor's own
+/// enum of events, whose [`Event::as_str`] is the `event` label.
+pub trait Event: Copy {
+    /// The bounded event name.
+    fn as_str(self) -> &'static str;
 }
 
 /// What a processor declares about one of its outputs.
@@ -182,10 +198,11 @@ impl Outputs {
     /// Emits `value` on `port`, keyed by `key`, timestamped with the current stream time.
     pub fn emit<T: Serialize>(
         &mut self,
-        port: usize,
+        port: impl Port,
         key: impl Into<Vec<u8>>,
         value: &T,
     ) -> Result<(), CodecError> {
+        let port = port.index();
         let value = self.writers[port].encode(value)?;
         self.push(port, key.into(), Some(value), None, false);
         Ok(())
@@ -196,10 +213,11 @@ impl Outputs {
     /// partition is murmur2 of the encoded key bytes, as a Java producer would choose.
     pub fn emit_keyed<K: Serialize, T: Serialize>(
         &mut self,
-        port: usize,
+        port: impl Port,
         key: &K,
         value: &T,
     ) -> Result<(), CodecError> {
+        let port = port.index();
         let Some(Some(key_writer)) = self.key_writers.get(port) else {
             return Err(CodecError::UnknownRecord { name: format!("key writer of output port {port}") });
         };
@@ -213,10 +231,11 @@ impl Outputs {
     /// field: the hot path of `[runs]`).
     pub fn emit_direct<T: DirectRecord>(
         &mut self,
-        port: usize,
+        port: impl Port,
         key: impl Into<Vec<u8>>,
         value: &T,
     ) -> Result<(), CodecError> {
+        let port = port.index();
         let value = self.writers[port].encode_direct(value)?;
         self.push(port, key.into(), Some(value), None, false);
         Ok(())
@@ -226,11 +245,12 @@ impl Outputs {
     /// `full_name` the processor keeps partly encoded (the journal's windows).
     pub fn emit_keyed_with<K: DirectRecord>(
         &mut self,
-        port: usize,
+        port: impl Port,
         key: &K,
         full_name: &str,
         write: impl FnOnce(&mut Vec<u8>),
     ) -> Result<(), CodecError> {
+        let port = port.index();
         let Some(Some(key_writer)) = self.key_writers.get(port) else {
             return Err(CodecError::UnknownRecord { name: format!("key writer of output port {port}") });
         };
@@ -241,8 +261,8 @@ impl Outputs {
     }
 
     /// Emits a tombstone for `key` on `port` (a compacted topic forgets the key).
-    pub fn tombstone(&mut self, port: usize, key: impl Into<Vec<u8>>) {
-        self.push(port, key.into(), None, None, false);
+    pub fn tombstone(&mut self, port: impl Port, key: impl Into<Vec<u8>>) {
+        self.push(port.index(), key.into(), None, None, false);
     }
 
     /// Writes the current stream time to every partition of `port`, so a downstream stage
@@ -297,8 +317,8 @@ impl Outputs {
     /// Counts `n` occurrences of a processor event (a bounded name, exported per stage as
     /// `kubefacts_processor_events_total{stage, event}`). Counts of an aborted transaction
     /// are dropped with it, so the totals match what was committed.
-    pub fn count(&mut self, event: &'static str, n: u64) {
-        *self.counts.entry(event).or_default() += n;
+    pub fn count(&mut self, event: impl Event, n: u64) {
+        *self.counts.entry(event.as_str()).or_default() += n;
     }
 
     /// Takes the events counted so far.

@@ -5,6 +5,7 @@
 //!   projection per change on `session-projections.v1`, and what each session holds
 //!   re-keyed by owner.
 //! * [`owners`] — `[session-owners]`: the retained compute of each owner's sessions.
+//! * [`wiring`] — the inputs, output ports and counted events of both, named.
 //! * [`retention`] — the precedence table, in one function.
 //! * [`quantity`] — exact Kubernetes quantities.
 
@@ -13,6 +14,7 @@ pub mod owners;
 pub mod project;
 pub mod quantity;
 pub mod retention;
+pub mod wiring;
 
 pub use model::{ContainerRequests, OwnerRetainedCompute, SessionProjection, SessionRetained};
 pub use owners::SessionOwners;

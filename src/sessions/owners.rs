@@ -8,11 +8,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{OwnerRetainedCompute, SessionRetained};
+use super::{
+    model::{OwnerRetainedCompute, SessionRetained},
+    wiring::{OwnersEvent, OwnersOut},
+};
 use crate::{
     codec::{Codec, CodecError},
     runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
         store::{KvStore, StateStore},
     },
 };
@@ -104,7 +107,7 @@ impl Processor for SessionOwners {
         let Some(owner) = meta.key.as_deref().and_then(|k| std::str::from_utf8(k).ok()).map(str::to_owned)
         else {
             return Err(ProcessError {
-                reason: "missing_key",
+                reason: Reason::MissingKey,
                 detail: "a retained-compute record without an owner key".into(),
             });
         };
@@ -113,7 +116,7 @@ impl Processor for SessionOwners {
         let after = (record.retained && record.owner == owner)
             .then_some(Held { cpu_millicores: record.cpu_millicores, memory_bytes: record.memory_bytes });
         if before == after {
-            out.count("session_owners_unchanged", 1);
+            out.count(OwnersEvent::Unchanged, 1);
             return Ok(());
         }
         let mut total = self.totals.get(&owner).cloned().unwrap_or_else(|| OwnerRetainedCompute {
@@ -137,9 +140,9 @@ impl Processor for SessionOwners {
         // nor the last record's: both depend on how the upstream tasks' records interleave
         // in the repartition topic (two sessions of one owner change in two tasks).
         total.stream_time = total.stream_time.max(record.stream_time);
-        match out.emit(0, owner.as_bytes().to_vec(), &total) {
-            Ok(()) => out.count("session_owners_totals", 1),
-            Err(_) => out.count("session_owners_encode_failed", 1),
+        match out.emit(OwnersOut::Totals, owner.as_bytes().to_vec(), &total) {
+            Ok(()) => out.count(OwnersEvent::Totals, 1),
+            Err(_) => out.count(OwnersEvent::EncodeFailed, 1),
         }
         self.totals.put(owner, total);
         Ok(())

@@ -18,16 +18,17 @@ use super::{
     model::{ContainerRequests, PodIdentity, SessionProjection, SessionRetained},
     quantity,
     retention::{PodEvidence, RetentionState, retention},
+    wiring::{SessionsEvent, SessionsIn, SessionsOut},
 };
 use crate::{
     codec::{Codec, CodecError},
     observe::{
-        ObservationEvent, PodObservation, SessionObservation,
+        Kind, ObservationEvent, PodObservation, SessionObservation,
         model::{ContainerObservation, Pod, PodPhase, Session},
         shape,
     },
     runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
+        DecodeInput, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
         store::{KvStore, StateStore},
     },
 };
@@ -115,9 +116,10 @@ pub enum SessionsInput {
 
 impl DecodeInput for SessionsInput {
     async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
-        Ok(match input {
-            0 => SessionsInput::Session(Box::new(codec.decode_as(bytes).await?)),
-            _ => SessionsInput::Pod(Box::new(codec.decode_direct(bytes).await?)),
+        Ok(match SessionsIn::of(input) {
+            Some(SessionsIn::Sessions) => SessionsInput::Session(Box::new(codec.decode_as(bytes).await?)),
+            Some(SessionsIn::Pods) => SessionsInput::Pod(Box::new(codec.decode_direct(bytes).await?)),
+            None => return Err(CodecError::UnknownInput { input }),
         })
     }
 
@@ -138,11 +140,6 @@ pub struct Sessions {
     /// The last sweep (stream time / sweep interval).
     sweeps: KvStore<(), i64>,
 }
-
-/// Port of `session-projections.v1`.
-const PROJECTIONS: usize = 0;
-/// Port of the retained compute re-keyed by owner.
-const RETAINED: usize = 1;
 
 impl Sessions {
     /// Output ports: `session-projections.v1`, then the owner repartition topic.
@@ -189,7 +186,7 @@ impl Sessions {
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
                 return Err(ProcessError {
-                    reason: "unknown_event",
+                    reason: Reason::UnknownEvent,
                     detail: "a session event this reader does not know".into(),
                 });
             }
@@ -198,7 +195,7 @@ impl Sessions {
         }
         let Some(session) = obs.session else {
             return Err(ProcessError {
-                reason: "missing_object",
+                reason: Reason::MissingObject,
                 detail: "a session event without a session".into(),
             });
         };
@@ -206,15 +203,15 @@ impl Sessions {
         let tracked = self.tracked.entry_mut(id.clone());
         // Two writers of one session may race: the later change wins, not the later write.
         if tracked.session.as_ref().is_some_and(|s| s.updated_at > session.updated_at) {
-            out.count("sessions_stale_updates", 1);
+            out.count(SessionsEvent::StaleUpdates, 1);
             return Ok(());
         }
         if obs.event == ObservationEvent::Deleted {
             tracked.session = None;
-            out.count("sessions_deleted", 1);
+            out.count(SessionsEvent::Deleted, 1);
         } else {
             tracked.session = Some(session);
-            out.count("sessions_updates", 1);
+            out.count(SessionsEvent::Updates, 1);
         }
         self.project(&id, now, out);
         Ok(())
@@ -234,7 +231,7 @@ impl Sessions {
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
                 return Err(ProcessError {
-                    reason: "unknown_event",
+                    reason: Reason::UnknownEvent,
                     detail: "a Pod event this reader does not know".into(),
                 });
             }
@@ -242,17 +239,17 @@ impl Sessions {
         }
         let Some(pod) = obs.pod else {
             return Err(ProcessError {
-                reason: "missing_object",
+                reason: Reason::MissingObject,
                 detail: "a Pod event without a Pod".into(),
             });
         };
         let Some(id) = self.session_of(&pod) else {
-            out.count("sessions_pods_not_session", 1);
+            out.count(SessionsEvent::PodsNotSession, 1);
             return Ok(());
         };
         let (requests, invalid) = main_container_requests(&pod, &self.cfg.main_container_annotation);
         if requests.is_none() {
-            out.count("sessions_main_container_unverified", 1);
+            out.count(SessionsEvent::MainContainerUnverified, 1);
         }
         let tracked = self.tracked.entry_mut(id.clone());
         tracked.seq += 1;
@@ -267,11 +264,11 @@ impl Sessions {
             seq: tracked.seq,
         };
         tracked.pods.insert(pod.meta.uid.clone(), seen);
-        out.count("sessions_pod_observations", 1);
+        out.count(SessionsEvent::PodObservations, 1);
         self.project(&id, now, out);
         // The rest of the observation was used; the bad quantity goes to the dead letters.
         match invalid {
-            Some(detail) => Err(ProcessError { reason: "invalid_quantity", detail }),
+            Some(detail) => Err(ProcessError { reason: Reason::InvalidQuantity, detail }),
             None => Ok(()),
         }
     }
@@ -279,7 +276,7 @@ impl Sessions {
     /// The session a Pod belongs to: its label's value, unless a Job controls it (such a
     /// Pod is a run, keyed by its Job, and never a session's).
     fn session_of(&self, pod: &Pod) -> Option<String> {
-        if pod.controller.as_ref().is_some_and(|c| c.kind == "Job") {
+        if pod.controller.as_ref().is_some_and(|c| c.kind == Kind::Job) {
             return None;
         }
         pod.meta.labels.get(&self.session_label).filter(|v| !v.is_empty()).cloned()
@@ -302,7 +299,7 @@ impl Sessions {
                 }
                 n
             });
-            out.count("sessions_pods_unlisted", unlisted.unwrap_or(0));
+            out.count(SessionsEvent::PodsUnlisted, unlisted.unwrap_or(0));
             self.project(&id, now, out);
         }
     }
@@ -318,12 +315,12 @@ impl Sessions {
                 if tracked.emitted.as_ref() != Some(&projection) {
                     projection.revision = tracked.revision + 1;
                     projection.stream_time = now;
-                    match out.emit(PROJECTIONS, id.as_bytes().to_vec(), &projection) {
+                    match out.emit(SessionsOut::Projections, id.as_bytes().to_vec(), &projection) {
                         Ok(()) => {
                             tracked.revision = projection.revision;
                             projection.revision = 0;
                             projection.stream_time = 0;
-                            out.count(retention_event(projection.retention_state), 1);
+                            out.count(SessionsEvent::Projected(projection.retention_state), 1);
                             let released = projection.retention_state == RetentionState::Released;
                             tracked.released_at = match (released, tracked.released_at) {
                                 (true, Some(at)) => Some(at),
@@ -333,7 +330,7 @@ impl Sessions {
                             tracked.emitted = Some(projection.clone());
                         }
                         // Not recorded as emitted: the next change tries again.
-                        Err(_) => out.count("sessions_encode_failed", 1),
+                        Err(_) => out.count(SessionsEvent::EncodeFailed, 1),
                     }
                 }
                 let retained = projection.retention_state == RetentionState::Retained;
@@ -351,7 +348,7 @@ impl Sessions {
             None => {
                 // No session record (never sent, or deleted): no row, and nothing held.
                 if tracked.emitted.take().is_some() {
-                    out.tombstone(PROJECTIONS, id.as_bytes().to_vec());
+                    out.tombstone(SessionsOut::Projections, id.as_bytes().to_vec());
                 }
                 tracked.released_at = None;
                 self.contribute(&mut tracked, None, now, out);
@@ -380,8 +377,8 @@ impl Sessions {
         let held_before = before.as_ref().filter(|b| b.retained);
         let send = |owner: &str, record: &SessionRetained, out: &mut Outputs| {
             let record = SessionRetained { stream_time: now, ..record.clone() };
-            if out.emit(RETAINED, owner.as_bytes().to_vec(), &record).is_err() {
-                out.count("sessions_encode_failed", 1);
+            if out.emit(SessionsOut::Retained, owner.as_bytes().to_vec(), &record).is_err() {
+                out.count(SessionsEvent::EncodeFailed, 1);
             }
         };
         match &holds {
@@ -479,17 +476,6 @@ pub fn main_container_requests(pod: &Pod, annotation: &str) -> (Option<Container
     (Some(requests), (!invalid.is_empty()).then(|| invalid.join("; ")))
 }
 
-/// The counter of each retention state emitted.
-fn retention_event(state: RetentionState) -> &'static str {
-    match state {
-        RetentionState::Unknown => "sessions_unknown",
-        RetentionState::Active => "sessions_active",
-        RetentionState::Retained => "sessions_retained",
-        RetentionState::Releasing => "sessions_releasing",
-        RetentionState::Released => "sessions_released",
-    }
-}
-
 impl Processor for Sessions {
     type Input = SessionsInput;
 
@@ -513,7 +499,7 @@ impl Processor for Sessions {
     fn on_undecodable(&mut self, meta: &RecordMeta, now: StreamTime, out: &mut Outputs) {
         // A Pod observation under a known session id did not decode: what that session's
         // Pod is now is unknown until its next observation decodes.
-        if meta.input != 1 {
+        if SessionsIn::of(meta.input) != Some(SessionsIn::Pods) {
             return;
         }
         let Some(id) = meta.key.as_deref().and_then(|k| std::str::from_utf8(k).ok()).map(str::to_owned)
@@ -523,7 +509,7 @@ impl Processor for Sessions {
         let Some(tracked) = self.tracked.get_mut(&id) else { return };
         tracked.seq += 1;
         tracked.undecodable_seq = Some(tracked.seq);
-        out.count("sessions_pod_undecodable", 1);
+        out.count(SessionsEvent::PodUndecodable, 1);
         self.project(&id, now, out);
     }
 
@@ -554,8 +540,8 @@ impl Processor for Sessions {
         for id in forget {
             // RELEASED holds nothing, so no owner total changes.
             self.tracked.delete(&id);
-            out.tombstone(PROJECTIONS, id.into_bytes());
-            out.count("sessions_forgotten", 1);
+            out.tombstone(SessionsOut::Projections, id.into_bytes());
+            out.count(SessionsEvent::Forgotten, 1);
         }
     }
 }

@@ -43,7 +43,7 @@ use super::{
     leader::{self, LeaderConfig, Leadership},
 };
 use crate::{
-    observe::{AdmissionCounts, Observer},
+    observe::{AdmissionCounts, Kind, Observer},
     trace::{KubeObject, TraceEntry, TraceEvent},
 };
 
@@ -125,8 +125,8 @@ fn now_ms() -> i64 {
 /// What a group sends the publishing loop; each with its observation time.
 #[derive(Debug)]
 enum Msg {
-    Begin { kind: &'static str, epoch: i64 },
-    End { kind: &'static str, epoch: i64 },
+    Begin { kind: Kind, epoch: i64 },
+    End { kind: Kind, epoch: i64 },
     Applied(KubeObject),
     Deleted(KubeObject),
 }
@@ -140,7 +140,7 @@ type KindStream = BoxStream<'static, KindEvent>;
 const REAP_INTERVAL_MS: u64 = 20;
 
 /// The kinds in start order; each starts once the one before has listed.
-const ORDER: [&str; 5] = ["Namespace", "CronJob", "Job", "Pod", "Lease"];
+const ORDER: [Kind; 5] = [Kind::Namespace, Kind::CronJob, Kind::Job, Kind::Pod, Kind::Lease];
 
 /// Runs until `stop`: elects, and while leading, watches and publishes what `observer`
 /// makes of it (each term starts from a copy of `observer` as given: epoch 0, no heartbeat
@@ -228,7 +228,7 @@ async fn lead(
     let (tx, mut rx) = mpsc::channel::<(i64, Msg)>(1_024);
     let mut groups = JoinSet::new();
     let mut started = 0;
-    let mut listed: BTreeSet<&'static str> = BTreeSet::new();
+    let mut listed: BTreeSet<Kind> = BTreeSet::new();
     // Until the first SNAPSHOT_BEGIN the observer's epoch is 0: a heartbeat then would carry
     // an epoch below the previous leader's (epochs never decrease), so none is sent.
     let mut begun = false;
@@ -245,7 +245,7 @@ async fn lead(
                 Arc::clone(stats),
             ));
             *started += 1;
-            if kind != "Pod" {
+            if kind != Kind::Pod {
                 break;
             }
         }
@@ -267,7 +267,7 @@ async fn lead(
                 Some((at, msg)) => {
                     begun |= matches!(msg, Msg::Begin { .. });
                     if let Msg::End { kind, .. } = &msg
-                        && listed.insert(kind)
+                        && listed.insert(*kind)
                     {
                         spawn_next(&mut groups, &mut started);
                     }
@@ -316,8 +316,12 @@ async fn lead(
 
 fn to_entry(at: i64, msg: Msg) -> TraceEntry {
     let event = match msg {
-        Msg::Begin { kind, epoch } => TraceEvent::SnapshotBegin { epoch, kinds: Some(vec![kind.to_owned()]) },
-        Msg::End { kind, epoch } => TraceEvent::SnapshotEnd { epoch, kinds: Some(vec![kind.to_owned()]) },
+        Msg::Begin { kind, epoch } => {
+            TraceEvent::SnapshotBegin { epoch, kinds: Some(vec![kind.as_str().to_owned()]) }
+        }
+        Msg::End { kind, epoch } => {
+            TraceEvent::SnapshotEnd { epoch, kinds: Some(vec![kind.as_str().to_owned()]) }
+        }
         Msg::Applied(o) => TraceEvent::Applied(o),
         Msg::Deleted(o) => TraceEvent::Deleted(o),
     };
@@ -326,7 +330,7 @@ fn to_entry(at: i64, msg: Msg) -> TraceEntry {
 
 /// The watch streams of one kind, each event mapped to [`KubeObject`] and tagged with its
 /// stream's index.
-fn streams(client: &Client, kind: &'static str, cfg: &WatchConfig) -> Vec<BoxStream<'static, Tagged>> {
+fn streams(client: &Client, kind: Kind, cfg: &WatchConfig) -> Vec<BoxStream<'static, Tagged>> {
     fn typed<K>(api: Api<K>, config: watcher::Config, wrap: fn(K) -> KubeObject) -> KindStream
     where
         K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
@@ -354,23 +358,23 @@ fn streams(client: &Client, kind: &'static str, cfg: &WatchConfig) -> Vec<BoxStr
         }
     };
     let list = match kind {
-        "Namespace" => {
+        Kind::Namespace => {
             vec![typed(Api::<Namespace>::all(client.clone()), wc(), |o| KubeObject::Namespace(Box::new(o)))]
         }
-        "CronJob" => scoped(&|ns| {
+        Kind::CronJob => scoped(&|ns| {
             let api = ns.map_or_else(|| Api::all(client.clone()), |n| Api::namespaced(client.clone(), n));
             typed::<CronJob>(api, wc(), |o| KubeObject::CronJob(Box::new(o)))
         }),
-        "Job" => scoped(&|ns| {
+        Kind::Job => scoped(&|ns| {
             let api = ns.map_or_else(|| Api::all(client.clone()), |n| Api::namespaced(client.clone(), n));
             typed::<Job>(api, wc(), |o| KubeObject::Job(Box::new(o)))
         }),
-        "Pod" => scoped(&|ns| {
+        Kind::Pod => scoped(&|ns| {
             let api = ns.map_or_else(|| Api::all(client.clone()), |n| Api::namespaced(client.clone(), n));
             typed::<Pod>(api, wc(), |o| KubeObject::Pod(Box::new(o)))
         }),
         // The configured Leases and the watcher's own (DESIGN §3).
-        _ => cfg
+        Kind::Lease => cfg
             .watched_leases()
             .iter()
             .filter_map(|l| l.split_once('/'))
@@ -386,7 +390,7 @@ fn streams(client: &Client, kind: &'static str, cfg: &WatchConfig) -> Vec<BoxStr
 /// Runs one kind's group: relists it as a unit, forever (until aborted).
 async fn group(
     client: Client,
-    kind: &'static str,
+    kind: Kind,
     cfg: WatchConfig,
     epochs: Epochs,
     tx: mpsc::Sender<(i64, Msg)>,
@@ -413,7 +417,7 @@ async fn group(
         let n = all.len();
         let mut merged = futures::stream::select_all(all);
         let epoch = epochs.next();
-        stats.relist(kind);
+        stats.relist(kind.as_str());
         send(Msg::Begin { kind, epoch }).await;
         let mut listing: BTreeSet<usize> = (0..n).collect();
         let mut began: BTreeSet<usize> = BTreeSet::new();
@@ -427,11 +431,11 @@ async fn group(
                     }
                 }
                 Ok(watcher::Event::InitApply(o) | watcher::Event::Apply(o)) => {
-                    stats.event(kind);
+                    stats.event(kind.as_str());
                     send(Msg::Applied(o)).await;
                 }
                 Ok(watcher::Event::Delete(o)) => {
-                    stats.event(kind);
+                    stats.event(kind.as_str());
                     send(Msg::Deleted(o)).await;
                 }
                 Ok(watcher::Event::InitDone) => {
@@ -440,7 +444,9 @@ async fn group(
                     }
                 }
                 // The stream backs off and retries by itself.
-                Err(e) => tracing::warn!(kind, error = %e, "watch error; retrying with backoff"),
+                Err(e) => {
+                    tracing::warn!(kind = kind.as_str(), error = %e, "watch error; retrying with backoff")
+                }
             }
             if closed.load(Ordering::Relaxed) {
                 return;
@@ -449,6 +455,6 @@ async fn group(
         if !restart {
             return;
         }
-        tracing::info!(kind, "relisting (the API server expired a watch)");
+        tracing::info!(kind = kind.as_str(), "relisting (the API server expired a watch)");
     }
 }

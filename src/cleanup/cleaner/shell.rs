@@ -40,7 +40,7 @@ use crate::{
     },
     codec::{Codec, CodecError, RecordWriter},
     runtime::{
-        deadletter::{self, DeadLetter, Source},
+        deadletter::{self, DeadLetter, Reason, Source},
         kafka::{RuntimeStats, group_consumer_config, is_fatal, lag, transactional_producer},
         partitioner::partition_for_key,
     },
@@ -228,9 +228,10 @@ impl Apply<'_> {
             stream_time: None,
         };
         let Some(value) = rec.value.as_deref() else {
+            let reason = Reason::NullValue.as_str();
             return self.dead_letter(
-                "null_value",
-                DeadLetter::new(source, "null_value", "a decision with a null value".into()),
+                reason,
+                DeadLetter::new(source, reason, "a decision with a null value".into()),
                 batch,
             );
         };
@@ -240,7 +241,7 @@ impl Apply<'_> {
             Err(e) => return self.dead_letter(e.reason(), DeadLetter::undecodable(source, &e), batch),
         };
         if let Err(why) = validate(&decision) {
-            let reason = "invalid_decision";
+            let reason = Reason::InvalidDecision.as_str();
             return self.dead_letter(reason, DeadLetter::new(source, reason, why), batch);
         }
         let attempted_at = now_ms();

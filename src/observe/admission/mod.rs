@@ -26,7 +26,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use crate::trace::{KubeObject, TraceEntry, TraceEvent};
+use crate::{
+    observe::kind::Kind,
+    trace::{KubeObject, TraceEntry, TraceEvent},
+};
 
 /// The default opt-out annotation key; its value must be `"true"` to opt out.
 pub const DEFAULT_OPT_OUT_ANNOTATION: &str = "kubefacts.io/exclude";
@@ -275,7 +278,7 @@ impl Admission {
         }
         match decided {
             // Leases are chosen by name, not admitted: they are not counted.
-            Verdict::Admitted if kind == "Lease" => out.push(entry),
+            Verdict::Admitted if kind == Kind::Lease => out.push(entry),
             Verdict::Admitted => {
                 *self.counts.admitted.entry(kind).or_default() += 1;
                 out.push(entry);
@@ -325,7 +328,7 @@ impl Admission {
             }
             KubeObject::Job(job) => {
                 // 3. The scheduling CronJob, which must be known: it may opt the Job out.
-                if let Some(uid) = controller_uid(meta, "CronJob") {
+                if let Some(uid) = controller_uid(meta, Kind::CronJob) {
                     match self.cronjobs.get(uid) {
                         None => return Err(Unknown::CronJob),
                         Some(true) => return Ok(Verdict::Excluded(Step::CronJobAnnotation)),
@@ -340,7 +343,7 @@ impl Admission {
             }
             KubeObject::Pod(_) => {
                 // A Pod of a Job follows the Job.
-                if let Some(uid) = controller_uid(meta, "Job") {
+                if let Some(uid) = controller_uid(meta, Kind::Job) {
                     match self.jobs.get(uid) {
                         None => return Err(Unknown::Job),
                         Some(Verdict::Excluded(step)) => return Ok(Verdict::Excluded(*step)),
@@ -450,7 +453,7 @@ impl Admission {
 }
 
 /// The UID of the object's controller of `kind`, if any.
-fn controller_uid<'a>(meta: &'a ObjectMeta, kind: &str) -> Option<&'a str> {
+fn controller_uid(meta: &ObjectMeta, kind: Kind) -> Option<&str> {
     meta.owner_references
         .as_deref()?
         .iter()

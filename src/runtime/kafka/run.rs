@@ -36,7 +36,7 @@ use crate::{
     runtime::{
         admit::Admitted,
         clock::{Mark, Verdict, Writer},
-        deadletter::{self, DeadLetter, Source},
+        deadletter::{self, DeadLetter, Reason, Source},
         processor::{OutputPort, Processor, RecordMeta},
         task::Task,
     },
@@ -441,7 +441,7 @@ fn step<P: Processor>(
     match (verdict, admitted) {
         (Verdict::Ahead, _) => {
             task.skip(&meta);
-            Some(("timestamp_ahead", DeadLetter::ahead(source), false))
+            Some((Reason::TimestampAhead.as_str(), DeadLetter::ahead(source), false))
         }
         (_, Admitted::Time) => {
             task.advance(&meta);
@@ -459,6 +459,6 @@ fn step<P: Processor>(
         (_, Admitted::Use(decoded)) => task
             .process(decoded, &meta)
             .err()
-            .map(|e| (e.reason, DeadLetter::new(source, e.reason, e.detail), true)),
+            .map(|e| (e.reason.as_str(), DeadLetter::new(source, e.reason.as_str(), e.detail), true)),
     }
 }

@@ -1,0 +1,144 @@
+//! The inputs and output ports of `[runs]` and `[journal]`, named: each enum's order is the
+//! order the processor declares (`OUTPUTS`) or its stage lists its topics.
+
+use crate::runtime::{Event, Port};
+
+/// `[runs]`'s output ports, in the order of [`super::Runs::OUTPUTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunsOut {
+    /// `job_run_facts`: the run facts, keyed by owner UID.
+    Facts,
+    /// `journal_repartition`: the same runs keyed by journal window start.
+    JournalRepartition,
+    /// `cleanup_decisions`: the cleanup decisions, keyed by Job UID.
+    CleanupDecisions,
+}
+
+impl Port for RunsOut {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// `[runs]`'s inputs, in order: `jobs.v1`, `pods.v1` (co-partitioned), then `jobs.v1`
+/// again as a global input (every partition), for the dependency holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunsIn {
+    /// `jobs.v1`, this task's partition.
+    Jobs,
+    /// `pods.v1`, this task's partition.
+    Pods,
+    /// `jobs.v1`, every partition (the global input).
+    AllJobs,
+}
+
+impl RunsIn {
+    /// The input at `index`; `None` past the last.
+    pub fn of(index: usize) -> Option<Self> {
+        [Self::Jobs, Self::Pods, Self::AllJobs].get(index).copied()
+    }
+}
+
+/// `[journal]`'s output ports, in the order of [`super::Journal::OUTPUTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalOut {
+    /// `job_runs`: the windows, keyed by [`super::JobRunWindowKey`].
+    Windows,
+}
+
+impl Port for JournalOut {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The events `[runs]` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunsEvent {
+    /// A Job observation processed.
+    JobObservations,
+    /// A Pod observation processed.
+    PodObservations,
+    /// Container terminations newly counted.
+    TerminationsCounted,
+    /// A run filed.
+    RunsFiled,
+    /// A cleanup sweep run.
+    Sweeps,
+    /// Jobs a sweep kept: suspended.
+    KeptSuspended,
+    /// Jobs a sweep kept: already being deleted.
+    KeptBeingDeleted,
+    /// Jobs a sweep kept: a pending Job depends on them.
+    KeptDependedOn,
+    /// Decisions a sweep left for the next one (over its cap).
+    DecisionsDeferred,
+    /// A cleanup decision written.
+    Decisions,
+}
+
+impl Event for RunsEvent {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::JobObservations => "job_observations",
+            Self::PodObservations => "pod_observations",
+            Self::TerminationsCounted => "terminations_counted",
+            Self::RunsFiled => "runs_filed",
+            Self::Sweeps => "sweeps",
+            Self::KeptSuspended => "kept_suspended",
+            Self::KeptBeingDeleted => "kept_being_deleted",
+            Self::KeptDependedOn => "kept_depended_on",
+            Self::DecisionsDeferred => "decisions_deferred",
+            Self::Decisions => "decisions",
+        }
+    }
+}
+
+/// The events `[journal]` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalEvent {
+    /// A window revision emitted.
+    WindowsEmitted,
+    /// A window emitted final for the first time.
+    WindowsFinalized,
+    /// A run already in its window.
+    RunsDuplicate,
+    /// A run filed into its window.
+    RunsFiled,
+    /// A run filed into a window already emitted final.
+    RunsLate,
+}
+
+impl Event for JournalEvent {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::WindowsEmitted => "windows_emitted",
+            Self::WindowsFinalized => "windows_finalized",
+            Self::RunsDuplicate => "runs_duplicate",
+            Self::RunsFiled => "runs_filed",
+            Self::RunsLate => "runs_late",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{Journal, Runs};
+
+    #[test]
+    fn ports_name_the_outputs_declared_at_their_index() {
+        let runs = [RunsOut::Facts, RunsOut::JournalRepartition, RunsOut::CleanupDecisions];
+        assert_eq!(runs.len(), Runs::OUTPUTS.len());
+        let topics = runs.map(|p| Runs::OUTPUTS[p.index()].topic);
+        assert_eq!(topics, ["job_run_facts", "journal_repartition", "cleanup_decisions"]);
+        assert_eq!(Journal::OUTPUTS.len(), 1);
+        assert_eq!(Journal::OUTPUTS[JournalOut::Windows.index()].topic, "job_runs");
+    }
+
+    #[test]
+    fn inputs_follow_the_stage_order() {
+        let inputs = [0, 1, 2, 3].map(RunsIn::of);
+        assert_eq!(inputs, [Some(RunsIn::Jobs), Some(RunsIn::Pods), Some(RunsIn::AllJobs), None]);
+    }
+}
