@@ -34,6 +34,7 @@ use crate::{
     observe::{CronJobObservation, LeaseObservation, ObservationEvent, shape},
     runtime::{
         DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
+        epoch::{EpochTable, Epoched},
         store::{KvStore, StateStore},
     },
 };
@@ -168,6 +169,13 @@ pub struct Subject {
     pub due_at: Option<i64>,
 }
 
+impl Epoched for Subject {
+    // A subject seen only through its runs keeps epoch 0 (not `None`): compared as it always was.
+    fn epoch(&self) -> Option<i64> {
+        Some(self.epoch)
+    }
+}
+
 /// `[coverage]`'s inputs, in order: `job-run-facts.v1`, `cronjobs.v1` (co-partitioned),
 /// then `leases.v1` as a global input.
 #[derive(Debug, Clone, PartialEq)]
@@ -212,7 +220,7 @@ pub struct SubjectContexts {
 #[derive(Debug)]
 pub struct Coverage {
     cfg: CoverageConfig,
-    subjects: KvStore<String, Subject>,
+    subjects: EpochTable<String, Subject>,
     leases: LeaseBook,
     /// The last evaluation tick (stream time / evaluate interval).
     ticks: KvStore<(), i64>,
@@ -243,7 +251,7 @@ impl Coverage {
     /// A processor with these settings.
     pub fn new(cfg: CoverageConfig) -> Self {
         Self {
-            subjects: KvStore::new("subjects"),
+            subjects: EpochTable::new("subjects"),
             leases: LeaseBook::new("lease-instances", "lease-observed", cfg.observation_gap_ms),
             ticks: KvStore::new("ticks"),
             contexts: KvStore::new("subject-contexts"),
@@ -385,9 +393,7 @@ impl Coverage {
 
     /// After SNAPSHOT_END of `epoch`: a subject not re-listed was deleted while unobserved.
     fn forget_unlisted(&mut self, epoch: i64, out: &mut Outputs) {
-        let gone: Vec<String> =
-            self.subjects.iter().filter(|(_, s)| s.epoch < epoch).map(|(k, _)| k.clone()).collect();
-        for uid in gone {
+        for uid in self.subjects.unlisted(epoch) {
             self.forget(&uid, out);
         }
     }

@@ -28,6 +28,7 @@ use crate::{
     },
     runtime::{
         DecodeInput, OutputPort, Outputs, ProcessError, Processor, RecordMeta, StreamTime,
+        epoch::{EpochTable, Epoched},
         store::{KvStore, StateStore},
     },
 };
@@ -82,6 +83,12 @@ pub struct SeenPod {
     pub seq: u64,
 }
 
+impl Epoched for SeenPod {
+    fn epoch(&self) -> Option<i64> {
+        Some(self.epoch)
+    }
+}
+
 /// What `[sessions]` keeps per session id.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tracked {
@@ -134,7 +141,8 @@ impl DecodeInput for SessionsInput {
 pub struct Sessions {
     cfg: SessionsConfig,
     session_label: String,
-    tracked: KvStore<String, Tracked>,
+    /// Per session id; the snapshot-epoch rule applies to the Pods inside.
+    tracked: EpochTable<String, Tracked>,
     /// The last sweep (stream time / sweep interval).
     sweeps: KvStore<(), i64>,
 }
@@ -169,7 +177,7 @@ impl Sessions {
         Self {
             cfg,
             session_label: session_label.into(),
-            tracked: KvStore::new("sessions"),
+            tracked: EpochTable::new("sessions"),
             sweeps: KvStore::new("sweeps"),
         }
     }
@@ -287,22 +295,15 @@ impl Sessions {
 
     /// After SNAPSHOT_END of `epoch`: a Pod not re-listed was deleted while unobserved.
     fn forget_unlisted(&mut self, epoch: i64, now: StreamTime, out: &mut Outputs) {
-        let stale: Vec<String> = self
-            .tracked
-            .iter()
-            .filter(|(_, t)| t.pods.values().any(|p| !p.gone && p.epoch < epoch))
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in stale {
-            let unlisted = self.tracked.update(&id, |t| {
-                let mut n = 0;
-                for p in t.pods.values_mut().filter(|p| !p.gone && p.epoch < epoch) {
-                    p.gone = true;
-                    n += 1;
+        for (id, uids) in self.tracked.unlisted_within(epoch, |t| &t.pods, |_, p| !p.gone) {
+            self.tracked.update(&id, |t| {
+                for uid in &uids {
+                    if let Some(p) = t.pods.get_mut(uid) {
+                        p.gone = true;
+                    }
                 }
-                n
             });
-            out.count("sessions_pods_unlisted", unlisted.unwrap_or(0));
+            out.count("sessions_pods_unlisted", uids.len() as u64);
             self.project(&id, now, out);
         }
     }
