@@ -36,6 +36,7 @@ use crate::{
     observe::{CronJobObservation, LeaseObservation, ObservationEvent, shape},
     runtime::{
         DecodeInput, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
+        epoch::{EpochTable, Epoched},
         store::{KvStore, StateStore},
     },
 };
@@ -170,6 +171,13 @@ pub struct Subject {
     pub due_at: Option<i64>,
 }
 
+impl Epoched for Subject {
+    // A subject seen only through its runs keeps epoch 0 (not `None`): compared as it always was.
+    fn epoch(&self) -> Option<i64> {
+        Some(self.epoch)
+    }
+}
+
 /// `[coverage]`'s inputs, in order: `job-run-facts.v1`, `cronjobs.v1` (co-partitioned),
 /// then `leases.v1` as a global input.
 #[derive(Debug, Clone, PartialEq)]
@@ -215,7 +223,7 @@ pub struct SubjectContexts {
 #[derive(Debug)]
 pub struct Coverage {
     cfg: CoverageConfig,
-    subjects: KvStore<String, Subject>,
+    subjects: EpochTable<String, Subject>,
     leases: LeaseBook,
     /// The last evaluation tick (stream time / evaluate interval).
     ticks: KvStore<(), i64>,
@@ -246,7 +254,7 @@ impl Coverage {
     /// A processor with these settings.
     pub fn new(cfg: CoverageConfig) -> Self {
         Self {
-            subjects: KvStore::new("subjects"),
+            subjects: EpochTable::new("subjects"),
             leases: LeaseBook::new("lease-instances", "lease-observed", cfg.observation_gap_ms),
             ticks: KvStore::new("ticks"),
             contexts: KvStore::new("subject-contexts"),
@@ -388,9 +396,7 @@ impl Coverage {
 
     /// After SNAPSHOT_END of `epoch`: a subject not re-listed was deleted while unobserved.
     fn forget_unlisted(&mut self, epoch: i64, out: &mut Outputs) {
-        let gone: Vec<String> =
-            self.subjects.iter().filter(|(_, s)| s.epoch < epoch).map(|(k, _)| k.clone()).collect();
-        for uid in gone {
+        for uid in self.subjects.unlisted(epoch) {
             self.forget(&uid, out);
         }
     }

@@ -552,6 +552,19 @@ fn suspension_deletion_and_unlisted_subjects_end_with_a_tombstone() {
 }
 
 #[test]
+fn a_subject_listed_in_the_relists_epoch_survives_its_end() {
+    let mut h = Harness::new(CoverageConfig::default());
+    h.manager("a", T0, T0 + 10 * S);
+    h.run(T0 + 10 * S);
+    h.cronjob(T0 + 10 * S, ObservationEvent::Applied, "*/10 * * * *", false, 1);
+    h.marker(T0 + 20 * S, ObservationEvent::SnapshotBegin, 2);
+    h.cronjob(T0 + 21 * S, ObservationEvent::Applied, "*/10 * * * *", false, 2);
+    h.marker(T0 + 22 * S, ObservationEvent::SnapshotEnd, 2);
+    assert_eq!(h.states(), [Some(OK)], "re-listed: still there, no tombstone");
+    assert_eq!(h.p.subjects().count(), 1);
+}
+
+#[test]
 fn a_bad_override_annotation_is_counted_and_the_schedule_used() {
     let mut h = Harness::new(CoverageConfig::default());
     h.manager("a", T0, T0 + 10 * S);

@@ -45,8 +45,8 @@ use crate::{
         shape,
     },
     runtime::{
-        DecodeInput, KvStore, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StateStore,
-        StreamTime,
+        DecodeInput, EpochTable, Epoched, KvStore, OutputPort, Outputs, ProcessError, Processor, Reason,
+        RecordMeta, StateStore, StreamTime,
     },
 };
 
@@ -125,6 +125,13 @@ pub struct TrackedJob {
     pub filed: bool,
 }
 
+impl Epoched for TrackedJob {
+    /// A Job seen only through its Pods was never listed itself: any relist ends it.
+    fn epoch(&self) -> Option<i64> {
+        self.job.as_ref().map(|_| self.epoch)
+    }
+}
+
 /// A Job `[runs]` no longer tracks: decided for removal (and maybe still in the cluster), or
 /// observed gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,6 +140,12 @@ pub struct Ended {
     pub epoch: i64,
     /// When it was observed gone (stream time); `None` while a decided Job may still exist.
     pub gone_at: Option<StreamTime>,
+}
+
+impl Epoched for Ended {
+    fn epoch(&self) -> Option<i64> {
+        Some(self.epoch)
+    }
 }
 
 /// A pending Job that declares dependencies, from any partition.
@@ -148,6 +161,12 @@ pub struct Dependent {
     pub needs: Vec<String>,
 }
 
+impl Epoched for Dependent {
+    fn epoch(&self) -> Option<i64> {
+        Some(self.epoch)
+    }
+}
+
 /// Sweep bookkeeping.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sweeps {
@@ -161,13 +180,13 @@ pub struct Sweeps {
 #[derive(Debug)]
 pub struct Runs {
     cfg: RunsConfig,
-    jobs: KvStore<String, TrackedJob>,
+    jobs: EpochTable<String, TrackedJob>,
     /// (due stream time, Job UID) of finished Jobs waiting to be filed.
     due: KvStore<(StreamTime, String), ()>,
     /// Jobs decided or gone, by UID.
-    ended: KvStore<String, Ended>,
+    ended: EpochTable<String, Ended>,
     /// Pending Jobs with dependencies, by UID.
-    dependents: KvStore<String, Dependent>,
+    dependents: EpochTable<String, Dependent>,
     sweeps: KvStore<(), Sweeps>,
     /// Job UID → trace contexts of the records that shaped its run (the observation that
     /// first showed it finished, Pod observations with new terminations): the run fact and
@@ -214,10 +233,10 @@ impl Runs {
     pub fn new(cfg: RunsConfig) -> Self {
         Self {
             cfg,
-            jobs: KvStore::new("jobs"),
+            jobs: EpochTable::new("jobs"),
             due: KvStore::new("due"),
-            ended: KvStore::new("ended"),
-            dependents: KvStore::new("dependents"),
+            ended: EpochTable::new("ended"),
+            dependents: EpochTable::new("dependents"),
             sweeps: KvStore::new("sweeps"),
             contexts: KvStore::new("job-contexts"),
         }
@@ -403,27 +422,16 @@ impl Runs {
         now: StreamTime,
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
-        let gone: Vec<String> = self
-            .jobs
-            .iter()
-            // Not re-listed: deleted while unobserved (or Pods of a Job that is gone).
-            .filter(|(_, t)| t.job.is_none() || t.epoch < epoch)
-            .map(|(uid, _)| uid.clone())
-            .collect();
-        for uid in gone {
+        // Not re-listed: deleted while unobserved (or Pods of a Job that is gone).
+        for uid in self.jobs.unlisted(epoch) {
             if let Some(mut tracked) = self.jobs.get(&uid).cloned() {
                 Self::file(&self.cfg, &uid, &mut tracked, &self.contexts, out)?;
                 self.evict(&uid, &tracked, Ended { epoch, gone_at: Some(now) });
             }
         }
-        let decided_gone: Vec<(String, Ended)> = self
-            .ended
-            .iter()
-            .filter(|(_, e)| e.gone_at.is_none() && e.epoch < epoch)
-            .map(|(uid, _)| (uid.clone(), Ended { epoch, gone_at: Some(now) }))
-            .collect();
-        for (uid, ended) in decided_gone {
-            self.ended.put(uid, ended);
+        // A decided Job not re-listed is gone: its countdown to being forgotten starts.
+        for uid in self.ended.unlisted_where(epoch, |_, e| e.gone_at.is_none()) {
+            self.ended.put(uid, Ended { epoch, gone_at: Some(now) });
         }
         Ok(())
     }
@@ -439,13 +447,7 @@ impl Runs {
             (ObservationEvent::SnapshotEnd, _) => {
                 // That partition's relist is complete: who was not re-listed is gone.
                 let epoch = obs.source.epoch;
-                let stale: Vec<String> = self
-                    .dependents
-                    .iter()
-                    .filter(|(_, d)| d.partition == partition && d.epoch < epoch)
-                    .map(|(uid, _)| uid.clone())
-                    .collect();
-                for uid in stale {
+                for uid in self.dependents.unlisted_where(epoch, |_, d| d.partition == partition) {
                     self.dependents.delete(&uid);
                 }
             }

@@ -97,6 +97,8 @@ async fn runs_full(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "etl"}}})];
     lines.extend(events.into_iter().map(|(at, ty, object)| match ty {
         "HEARTBEAT" => json!({"type": ty, "observed_at": at}),
+        // A relist marker: `object` is its epoch.
+        "SNAPSHOT_BEGIN" | "SNAPSHOT_END" => json!({"type": ty, "observed_at": at, "epoch": object}),
         _ => json!({"type": ty, "observed_at": at, "object": object}),
     }));
     let source = Source { cluster: "c".into(), instance: "w".into(), epoch: 1 };
@@ -343,6 +345,26 @@ async fn a_finished_job_waits_settle_ms_of_stream_time_then_is_filed_in_a_quiet_
         runs_of(vec![(T0 + 10_000, "ADDED", job(10, None, json!({}), done)), heartbeat_after(T0 + 15_000)])
             .await;
     assert_eq!(later.len(), 1);
+}
+
+#[tokio::test]
+async fn a_relist_forgets_the_jobs_it_did_not_list_and_keeps_those_it_did() {
+    let running = |n| job(n, None, json!({}), json!({"active": 1, "startTime": rfc(T0)}));
+    let runs = runs_of(vec![
+        (T0, "ADDED", running(1)),
+        (T0, "ADDED", running(2)),
+        // Job 1 is listed again in epoch 2 (an observation of the relist's own epoch); job 2
+        // is not: deleted while unobserved, so its completion later is not a new run.
+        (T0 + 1_000, "SNAPSHOT_BEGIN", json!(2)),
+        (T0 + 1_000, "ADDED", running(1)),
+        (T0 + 2_000, "SNAPSHOT_END", json!(2)),
+        (T0 + 60_000, "MODIFIED", done(1, T0 + 60_000)),
+        (T0 + 60_000, "MODIFIED", done(2, T0 + 60_000)),
+        heartbeat_after(T0 + 70_000),
+    ])
+    .await;
+    let names: Vec<&str> = runs.iter().map(|r| r.run_name.as_str()).collect();
+    assert_eq!(names, ["job-1"], "the re-listed Job is tracked; the unlisted one is ended");
 }
 
 fn done(n: u32, finished: i64) -> Value {

@@ -8,6 +8,8 @@
 //!
 //! * [`processor`]: the [`Processor`] trait, record metadata, [`Outputs`].
 //! * [`store`]: state stores whose changes go to compacted changelog topics.
+//! * [`epoch`]: the snapshot-epoch rule (who a relist did not re-list), and the store of
+//!   objects it applies to.
 //! * [`task`]: one processor instance per partition, with its stream time.
 //! * [`clock`]: who wrote each record, and the merge of a task's inputs that releases a
 //!   record only once no input (and no upstream task) can still deliver an earlier one.
@@ -21,6 +23,7 @@ pub mod admit;
 pub mod clock;
 pub mod deadletter;
 pub mod driver;
+pub mod epoch;
 pub mod kafka;
 pub mod partitioner;
 pub mod probe;
@@ -34,6 +37,7 @@ mod tests;
 
 pub use clock::{Gate, Mark, WRITER_HEADER, Writer};
 pub use deadletter::Reason;
+pub use epoch::{EpochTable, Epoched};
 pub use processor::{
     DecodeInput, Event, MAX_LINKS, OutputPort, OutputRecord, Outputs, Port, ProcessError, Processor,
     RecordMeta,

@@ -29,6 +29,7 @@ use crate::{
     },
     runtime::{
         DecodeInput, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
+        epoch::{EpochTable, Epoched},
         store::{KvStore, StateStore},
     },
 };
@@ -81,6 +82,12 @@ pub struct SeenPod {
     pub gone: bool,
     /// Position among the observations of this session id (orders Pods and failures).
     pub seq: u64,
+}
+
+impl Epoched for SeenPod {
+    fn epoch(&self) -> Option<i64> {
+        Some(self.epoch)
+    }
 }
 
 /// What `[sessions]` keeps per session id.
@@ -136,7 +143,8 @@ impl DecodeInput for SessionsInput {
 pub struct Sessions {
     cfg: SessionsConfig,
     session_label: String,
-    tracked: KvStore<String, Tracked>,
+    /// Per session id; the snapshot-epoch rule applies to the Pods inside.
+    tracked: EpochTable<String, Tracked>,
     /// The last sweep (stream time / sweep interval).
     sweeps: KvStore<(), i64>,
 }
@@ -166,7 +174,7 @@ impl Sessions {
         Self {
             cfg,
             session_label: session_label.into(),
-            tracked: KvStore::new("sessions"),
+            tracked: EpochTable::new("sessions"),
             sweeps: KvStore::new("sweeps"),
         }
     }
@@ -284,22 +292,15 @@ impl Sessions {
 
     /// After SNAPSHOT_END of `epoch`: a Pod not re-listed was deleted while unobserved.
     fn forget_unlisted(&mut self, epoch: i64, now: StreamTime, out: &mut Outputs) {
-        let stale: Vec<String> = self
-            .tracked
-            .iter()
-            .filter(|(_, t)| t.pods.values().any(|p| !p.gone && p.epoch < epoch))
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in stale {
-            let unlisted = self.tracked.update(&id, |t| {
-                let mut n = 0;
-                for p in t.pods.values_mut().filter(|p| !p.gone && p.epoch < epoch) {
-                    p.gone = true;
-                    n += 1;
+        for (id, uids) in self.tracked.unlisted_within(epoch, |t| &t.pods, |_, p| !p.gone) {
+            self.tracked.update(&id, |t| {
+                for uid in &uids {
+                    if let Some(p) = t.pods.get_mut(uid) {
+                        p.gone = true;
+                    }
                 }
-                n
             });
-            out.count(SessionsEvent::PodsUnlisted, unlisted.unwrap_or(0));
+            out.count(SessionsEvent::PodsUnlisted, uids.len() as u64);
             self.project(&id, now, out);
         }
     }
