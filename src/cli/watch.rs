@@ -100,8 +100,8 @@ pub(super) async fn run(args: WatchArgs) -> anyhow::Result<()> {
     eprintln!(
         "watch: {} records published, {} heartbeats, {} leadership terms",
         publisher.counts().records,
-        stats.heartbeats.load(std::sync::atomic::Ordering::Relaxed),
-        stats.terms.load(std::sync::atomic::Ordering::Relaxed)
+        stats.heartbeats.get(),
+        stats.terms.get()
     );
     Ok(())
 }

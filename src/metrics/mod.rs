@@ -41,7 +41,11 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::{
     collector::Collector,
     encoding::{DescriptorEncoder, EncodeMetric},
-    metrics::{MetricType, TypedMetric, counter::ConstCounter, gauge::ConstGauge},
+    metrics::{
+        MetricType, TypedMetric,
+        counter::{ConstCounter, Counter},
+        gauge::ConstGauge,
+    },
     registry::{Registry, Unit},
 };
 use thiserror::Error;
@@ -54,7 +58,6 @@ use tokio::{
 use crate::{
     observe::{Kind, admission::Step},
     runtime::kafka::{RuntimeStats, TaskGauges},
-    trace::KubeObject,
     watch::WatchStats,
 };
 
@@ -348,15 +351,13 @@ impl Collector for WatchCollector {
         let Some(stats) = self.stats.read().unwrap_or_else(PoisonError::into_inner).clone() else {
             return Ok(());
         };
-        // Copy the maps out first: the watch loop never waits for a scrape's writing.
-        let events = stats.events.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let relists = stats.relists.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        // Copy the snapshot out first: the watch loop never waits for a scrape's writing.
         let admission = stats.admission.lock().unwrap_or_else(PoisonError::into_inner).clone();
 
         let help = "Watch events received, by kind.";
-        per_kind(&mut e, "watch_events", help, &KubeObject::KINDS, &events)?;
+        live(&mut e, "watch_events", help, None, &stats.events)?;
         let help = "Relists (snapshots) started, by kind; the first list of each term counts.";
-        per_kind(&mut e, "watch_relists", help, &KubeObject::KINDS, &relists)?;
+        live(&mut e, "watch_relists", help, None, &stats.relists)?;
         let help = "Objects admitted for publishing since the process started, by kind.";
         per_kind(&mut e, "admission_admitted", help, &ADMISSION_KINDS, &admission.admitted)?;
         let help = "Objects excluded from publishing since the process started, by kind and \
@@ -376,7 +377,7 @@ impl Collector for WatchCollector {
         single(&mut e, "watch_leader", help, None, ConstGauge::new(i64::from(stats.is_leader())))?;
 
         let records = Unit::Other("records".to_owned());
-        let counters: [(&str, &str, Option<&Unit>, &AtomicU64); 4] = [
+        let counters: [(&str, &str, Option<&Unit>, &Counter); 4] = [
             ("watch_terms", "Leadership terms begun.", None, &stats.terms),
             (
                 "watch_published",
@@ -397,14 +398,25 @@ impl Collector for WatchCollector {
                 &stats.acked_records,
             ),
         ];
-        for (name, help, unit, value) in counters {
-            single(&mut e, name, help, unit, ConstCounter::new(load(value)))?;
+        for (name, help, unit, counter) in counters {
+            live(&mut e, name, help, unit, counter)?;
         }
         let help = "Sum of publish-to-acknowledgement latencies; divided by \
                     kubefacts_watch_acked_records_total it is the mean publish latency.";
-        let latency = ConstCounter::new(load(&stats.ack_latency_us) as f64 / 1_000_000.0);
-        single(&mut e, "watch_ack_latency", help, Some(&Unit::Seconds), latency)
+        live(&mut e, "watch_ack_latency", help, Some(&Unit::Seconds), &stats.ack_latency)
     }
+}
+
+/// Describes one family and writes the live metric (a `Counter`, or a `Family` with all
+/// its series) that the counting code increments.
+fn live<M: EncodeMetric + TypedMetric>(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    metric: &M,
+) -> fmt::Result {
+    metric.encode(e.encode_descriptor(name, help, unit, M::TYPE)?)
 }
 
 /// Describes one metric family with a single, unlabelled series.

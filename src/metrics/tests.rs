@@ -1,6 +1,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
+use crate::trace::KubeObject;
 
 /// Stats of a stage whose processor has counted one kind of event (zero so far), with
 /// an input and an output topic, a dead-letter reason (zero so far), an assigned
@@ -283,8 +284,9 @@ fn watch_stats() -> Arc<WatchStats> {
 /// gives the samples it should produce.
 fn set_watch_stats(w: &WatchStats, n: u64) {
     for kind in KubeObject::KINDS {
-        w.events.lock().expect("lock").insert(kind, n);
-        w.relists.lock().expect("lock").insert(kind, n + 1);
+        let labels = crate::watch::KindLabels { kind };
+        w.events.get_or_create(&labels).inner().store(n, Ordering::Relaxed);
+        w.relists.get_or_create(&labels).inner().store(n + 1, Ordering::Relaxed);
     }
     let mut admission = crate::observe::AdmissionCounts::default();
     for kind in ADMISSION_KINDS {
@@ -297,9 +299,9 @@ fn set_watch_stats(w: &WatchStats, n: u64) {
     w.set_admission(&admission);
     w.leader.store(n % 2 == 1, Ordering::Relaxed);
     for (i, a) in (0..).zip([&w.terms, &w.published_records, &w.heartbeats, &w.acked_records]) {
-        a.store(n * 10 + i, Ordering::Relaxed);
+        a.inner().store(n * 10 + i, Ordering::Relaxed);
     }
-    w.ack_latency_us.store(n * 1_500_000, Ordering::Relaxed);
+    w.set_publisher_totals(w.published_records.get(), w.acked_records.get(), n * 1_500_000);
 }
 
 /// What `set_watch_stats(_, n)` should expose: (name, labels) → value.
@@ -361,7 +363,7 @@ fn every_watcher_metric_follows_its_stats() {
         assert_ne!(before.get(series), Some(value), "{series:?} did not move");
     }
     // 6 acknowledgements in 9 s: the documented ratio is the mean latency.
-    watcher.acked_records.store(6, Ordering::Relaxed);
+    watcher.acked_records.inner().store(6, Ordering::Relaxed);
     let out = metrics.encode();
     let mean = sample(&out, "kubefacts_watch_ack_latency_seconds_total", "")
         .map(|s| s.parse::<f64>())
@@ -406,8 +408,8 @@ fn watcher_families_appear_only_with_a_watcher() {
     assert_eq!(out.lines().filter(is_watcher).count(), 0, "{out}");
 
     let (first, second) = (watch_stats(), watch_stats());
-    first.terms.store(1, Ordering::Relaxed);
-    second.terms.store(2, Ordering::Relaxed);
+    first.terms.inc_by(1);
+    second.terms.inc_by(2);
     metrics.add_watcher(first);
     metrics.add_watcher(second); // replaces, does not duplicate
     let out = metrics.encode();

@@ -1,54 +1,103 @@
-//! Counters of one watcher process, shared with the metrics endpoint.
+//! Counters of one watcher process, shared with the metrics endpoint. The counters are
+//! `prometheus-client` metrics incremented where the watcher counts; the endpoint encodes
+//! these very handles, so nothing is copied at scrape time.
 
-use std::{
-    collections::BTreeMap,
-    sync::{
-        Mutex, PoisonError,
-        atomic::{AtomicBool, AtomicU64, Ordering},
-    },
+use std::sync::{
+    Mutex, PoisonError,
+    atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
-use crate::observe::AdmissionCounts;
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family},
+};
+
+use crate::{observe::AdmissionCounts, trace::KubeObject};
+
+/// The label set of the per-kind families. Kinds are `&'static str`: bounded, and a
+/// lookup allocates nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct KindLabels {
+    /// `Pod`, `Job`, `CronJob`, `Lease`, `Namespace` (or another kind counted).
+    pub kind: &'static str,
+}
+
+/// A counter of seconds (fractional).
+pub type SecondsCounter = Counter<f64, AtomicU64>;
 
 /// What the watcher has done so far. Cheap to update from the watch loop, read at scrape.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct WatchStats {
-    /// Watch events received, per kind (`Pod`, `Job`, `CronJob`, `Lease`, `Namespace`).
-    pub events: Mutex<BTreeMap<&'static str, u64>>,
+    /// Watch events received, per kind; every kind of [`KubeObject::KINDS`] has a series
+    /// from the start (at 0), so alerts need not handle absent series.
+    pub events: Family<KindLabels, Counter>,
     /// Relists (snapshots) started, per kind: the first list of a term counts too.
-    pub relists: Mutex<BTreeMap<&'static str, u64>>,
-    /// Admission decisions (admitted per kind; excluded per kind and step) of the
-    /// current term, copied from the observer after every event.
+    pub relists: Family<KindLabels, Counter>,
+    /// Admission decisions (admitted per kind; excluded per kind and step) since the
+    /// process started, copied from the observer after every event (a snapshot the
+    /// observer keeps, so it stays a copy rather than a counter).
     pub admission: Mutex<AdmissionCounts>,
     /// Whether this process holds the leader Lease and may publish.
     pub leader: AtomicBool,
     /// Leadership terms begun.
-    pub terms: AtomicU64,
+    pub terms: Counter,
     /// Kafka records published (a heartbeat or marker counts once per partition).
-    pub published_records: AtomicU64,
+    pub published_records: Counter,
     /// Heartbeats published (once per interval, whatever the partition count).
-    pub heartbeats: AtomicU64,
-    /// Delivery acknowledgements awaited, and their total latency in microseconds (the
-    /// mean publish latency is the ratio).
-    pub acked_records: AtomicU64,
-    /// Sum of send-to-acknowledgement latencies, in microseconds.
-    pub ack_latency_us: AtomicU64,
+    pub heartbeats: Counter,
+    /// Delivery acknowledgements received.
+    pub acked_records: Counter,
+    /// Sum of send-to-acknowledgement latencies, in seconds (divided by `acked_records`
+    /// it is the mean publish latency).
+    pub ack_latency: SecondsCounter,
+}
+
+impl Default for WatchStats {
+    fn default() -> Self {
+        let stats = Self {
+            events: Family::default(),
+            relists: Family::default(),
+            admission: Mutex::default(),
+            leader: AtomicBool::default(),
+            terms: Counter::default(),
+            published_records: Counter::default(),
+            heartbeats: Counter::default(),
+            acked_records: Counter::default(),
+            ack_latency: SecondsCounter::default(),
+        };
+        // Every expected kind has a series at 0 before its first event.
+        for kind in KubeObject::KINDS {
+            stats.events.get_or_create_owned(&KindLabels { kind });
+            stats.relists.get_or_create_owned(&KindLabels { kind });
+        }
+        stats
+    }
 }
 
 impl WatchStats {
     /// Counts one event of `kind`.
     pub fn event(&self, kind: &'static str) {
-        *self.events.lock().unwrap_or_else(PoisonError::into_inner).entry(kind).or_default() += 1;
+        self.events.get_or_create(&KindLabels { kind }).inc();
     }
 
     /// Counts one relist of `kind`.
     pub fn relist(&self, kind: &'static str) {
-        *self.relists.lock().unwrap_or_else(PoisonError::into_inner).entry(kind).or_default() += 1;
+        self.relists.get_or_create(&KindLabels { kind }).inc();
     }
 
     /// Replaces the admission counters.
     pub fn set_admission(&self, counts: &AdmissionCounts) {
         counts.clone_into(&mut self.admission.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    /// Takes the publisher's running totals. The publisher counts records, acknowledgements
+    /// and latency itself (as totals since it started), so the counters are set to them
+    /// rather than incremented: the same values, with no delta bookkeeping.
+    pub fn set_publisher_totals(&self, records: u64, acked: u64, ack_latency_us: u64) {
+        self.published_records.inner().store(records, Ordering::Relaxed);
+        self.acked_records.inner().store(acked, Ordering::Relaxed);
+        let seconds = ack_latency_us as f64 / 1_000_000.0;
+        self.ack_latency.inner().store(seconds.to_bits(), Ordering::Relaxed);
     }
 
     /// Whether this process leads now.

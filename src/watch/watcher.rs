@@ -183,7 +183,7 @@ pub async fn run(
             Leadership::Follower => continue,
         };
         stats.leader.store(true, Ordering::Relaxed);
-        stats.terms.fetch_add(1, Ordering::Relaxed);
+        stats.terms.inc();
         let epochs = Epochs { last: Arc::new(Mutex::new(floor)), tx: epoch_tx.clone() };
         tracing::info!(%identity, epoch_floor = floor, "leading: relisting and publishing");
         let term = lead(
@@ -279,7 +279,7 @@ async fn lead(
                 if !begun {
                     continue;
                 }
-                stats.heartbeats.fetch_add(1, Ordering::Relaxed);
+                stats.heartbeats.inc();
                 TraceEntry { observed_at_ms: now_ms(), event: TraceEvent::Heartbeat }
             }
             r = leadership.changed() => {
@@ -305,9 +305,7 @@ async fn lead(
         stats.set_admission(&counted.plus(observer.admission()));
         publisher.reap()?;
         let counts = publisher.counts();
-        stats.published_records.store(counts.records, Ordering::Relaxed);
-        stats.acked_records.store(counts.acked, Ordering::Relaxed);
-        stats.ack_latency_us.store(counts.ack_latency_us, Ordering::Relaxed);
+        stats.set_publisher_totals(counts.records, counts.acked, counts.ack_latency_us);
     };
     groups.shutdown().await;
     *counted = counted.plus(observer.admission());
