@@ -116,12 +116,11 @@ pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
     };
     let client = cleaner_client(kube_config, &run)?;
 
-    let stats = Arc::new(RuntimeStats::default());
+    let metrics = Metrics::new();
+    let stats = metrics.stage(shell::STAGE);
     let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(addr) = args.metrics_addr.as_ref().or(pipeline.process.metrics_addr.as_ref()) {
         let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
-        let mut metrics = Metrics::new();
-        metrics.add_stage(shell::STAGE, Arc::clone(&stats));
         let server = MetricsServer::bind(addr).await?;
         tracing::info!(addr = %server.local_addr(), "serving /metrics");
         tokio::spawn(server.serve(Arc::new(metrics), async {
@@ -172,8 +171,8 @@ fn summary(stats: &RuntimeStats) -> String {
         g(&stats.records_in),
         outcomes.join(", "),
         g(&stats.dead_lettered),
-        g(&stats.commits),
-        g(&stats.aborts),
+        stats.commits.get(),
+        stats.aborts.get(),
         g(&stats.lag)
     )
 }

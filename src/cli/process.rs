@@ -137,6 +137,8 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
     let dead_letter =
         args.dead_letter.clone().unwrap_or_else(|| pipeline.topics.full(&pipeline.topics.dead_letter));
 
+    // Every stage counts into the families of this one `Metrics`, served or not.
+    let metrics = Metrics::new();
     let mut resolved = Vec::with_capacity(stages.len());
     for stage in &stages {
         let processor = StageDef::named(&stage.processor)?;
@@ -157,17 +159,14 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         prepare_topics(&runtime, processor, &settings, &pipeline.topics)
             .await
             .with_context(|| format!("stage {}", stage.name()))?;
-        resolved.push(Stage { processor, runtime, stats: Arc::new(RuntimeStats::default()) });
+        let stats = metrics.stage(&runtime.processor);
+        resolved.push(Stage { processor, runtime, stats });
     }
 
     let stop = Arc::new(AtomicBool::new(false));
     let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(addr) = &settings.metrics_addr {
         let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
-        let mut metrics = Metrics::new();
-        for s in &resolved {
-            metrics.add_stage(&s.runtime.processor, Arc::clone(&s.stats));
-        }
         let server = MetricsServer::bind(addr).await?;
         tracing::info!(addr = %server.local_addr(), "serving /metrics");
         tokio::spawn(server.serve(Arc::new(metrics), async {
@@ -247,10 +246,10 @@ fn summary(s: &RuntimeStats) -> String {
         g(&s.records_in),
         g(&s.records_out),
         g(&s.dead_lettered),
-        g(&s.commits),
-        g(&s.aborts),
-        g(&s.restored),
-        g(&s.restore_ms),
+        s.commits.get(),
+        s.aborts.get(),
+        s.restored.get(),
+        (s.restore.get() * 1000.0).round(),
         g(&s.lag)
     )
 }

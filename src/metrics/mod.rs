@@ -1,15 +1,17 @@
-//! The Prometheus `/metrics` endpoint of `kubefacts process` and `kubefacts watch`: the
-//! [`RuntimeStats`] counters of every stage and the [`WatchStats`] of the watcher, read at
-//! scrape time, in the OpenMetrics text format. `docs/METRICS.md` lists every metric; a
-//! test fails when it and [`Metrics::encode`] disagree.
+//! The Prometheus `/metrics` endpoint of `kubefacts process` and `kubefacts watch`, in the
+//! OpenMetrics text format. Counters are `prometheus-client` families that the runtime and
+//! the watcher increment where they count ([`StageFamilies`], shared by every stage of the
+//! process, and [`WatchStats`]); the collectors here only describe each family once, in a
+//! fixed order, and add the gauges computed at scrape time. `docs/METRICS.md` lists every
+//! metric; a test fails when it and [`Metrics::encode`] disagree.
 //!
 //! ```no_run
-//! # async fn run(stats: std::sync::Arc<kubefacts::runtime::kafka::RuntimeStats>) -> Result<(), kubefacts::metrics::MetricsError> {
+//! # async fn run() -> Result<(), kubefacts::metrics::MetricsError> {
 //! use std::sync::Arc;
 //! use kubefacts::metrics::{Metrics, MetricsServer};
 //!
-//! let mut metrics = Metrics::new();
-//! metrics.add_stage("probe", stats);
+//! let metrics = Metrics::new();
+//! let stats = metrics.stage("probe"); // hand to the runtime, which counts into it
 //! let server = MetricsServer::bind("0.0.0.0:9464".parse().expect("an address")).await?;
 //! tokio::spawn(server.serve(Arc::new(metrics), async { /* resolves at shutdown */ }));
 //! # Ok(()) }
@@ -57,7 +59,7 @@ use tokio::{
 
 use crate::{
     observe::{Kind, admission::Step},
-    runtime::kafka::{RuntimeStats, TaskGauges},
+    runtime::kafka::{RuntimeStats, StageFamilies, TaskGauges},
     watch::WatchStats,
 };
 
@@ -95,8 +97,8 @@ pub enum MetricsError {
     },
 }
 
-/// The metrics of one process: every registered stage's [`RuntimeStats`], labelled
-/// `stage`, and the watcher's [`WatchStats`] if one was added. Cheap to scrape
+/// The metrics of one process: every stage's [`RuntimeStats`] (from [`Metrics::stage`]),
+/// labelled `stage`, and the watcher's [`WatchStats`] if one was added. Cheap to scrape
 /// concurrently; share it as `Arc<Metrics>`.
 #[derive(Debug)]
 pub struct Metrics {
@@ -123,16 +125,19 @@ impl Metrics {
         Self { registry, stages, watcher }
     }
 
-    /// Exports `stats` under `stage="<stage>"`. Values are read at each scrape, so the
-    /// runtime keeps updating its atomics and nothing copies them. Adding a stage name
-    /// again replaces the earlier stats (a restarted stage brings fresh ones), so a scrape
-    /// never holds two series with the same labels.
-    pub fn add_stage(&mut self, stage: &str, stats: Arc<RuntimeStats>) {
+    /// New stats for `stage`, exported under `stage="<stage>"`: its counters are series of
+    /// this process's shared families, its gauges are read at each scrape. Asking for a
+    /// stage name again replaces the earlier stats for the gauges and `/readyz`; the
+    /// counters are the same series (labels are unique), so they keep counting from where
+    /// they were and a scrape never holds two series with the same labels.
+    pub fn stage(&self, stage: &str) -> Arc<RuntimeStats> {
+        let stats = Arc::new(RuntimeStats::new(stage, &self.stages.families));
         let mut stages = self.stages.stages.write().unwrap_or_else(PoisonError::into_inner);
-        match stages.iter_mut().find(|s| s.name == stage) {
-            Some(existing) => existing.stats = stats,
-            None => stages.push(Stage { name: stage.to_owned(), stats }),
+        match stages.iter_mut().find(|s| s.stage() == stage) {
+            Some(existing) => *existing = Arc::clone(&stats),
+            None => stages.push(Arc::clone(&stats)),
         }
+        stats
     }
 
     /// Exports the watcher's `stats` (the `kubefacts_watch_*` and `kubefacts_admission_*`
@@ -150,11 +155,10 @@ impl Metrics {
         let why: Vec<String> = stages
             .iter()
             .filter_map(|s| {
-                let st = &s.stats;
-                if st.retrying.load(std::sync::atomic::Ordering::Relaxed) > 0 {
-                    Some(format!("stage {} waits for the schema registry", s.name))
-                } else if st.restoring_tasks.load(std::sync::atomic::Ordering::Relaxed) > 0 {
-                    Some(format!("stage {} is restoring its state", s.name))
+                if load(&s.retrying) > 0 {
+                    Some(format!("stage {} waits for the schema registry", s.stage()))
+                } else if load(&s.restoring_tasks) > 0 {
+                    Some(format!("stage {} is restoring its state", s.stage()))
                 } else {
                     None
                 }
@@ -179,19 +183,18 @@ impl Metrics {
     }
 }
 
-#[derive(Debug)]
-struct Stage {
-    name: String,
-    stats: Arc<RuntimeStats>,
-}
-
 /// One collector for all stages, so that each metric family is described once (HELP,
 /// TYPE) with a series per stage; a collector per stage would repeat the family, which
-/// OpenMetrics parsers reject.
+/// OpenMetrics parsers reject. The counters are [`StageFamilies`] that the stages count
+/// into, encoded as they are; the gauges are read from each stage's stats. A collector
+/// rather than `Registry::register`, which would put every registered family before all
+/// collected ones and drop the HELP and TYPE of a family without series, changing the
+/// exposition.
 #[derive(Debug, Default)]
 struct StageCollector {
-    /// Written only by `add_stage`; the lock is never held across an await.
-    stages: RwLock<Vec<Stage>>,
+    families: StageFamilies,
+    /// Written only by `stage`; the lock is never held across an await.
+    stages: RwLock<Vec<Arc<RuntimeStats>>>,
 }
 
 fn load(a: &AtomicU64) -> u64 {
@@ -204,59 +207,28 @@ fn now_ms() -> i64 {
     i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Describes one counter family labelled `stage` and `label`, with a series per stage and
-/// key of the map `counts` reads.
-fn labelled(
-    e: &mut DescriptorEncoder,
-    stages: &[Stage],
-    name: &str,
-    help: &str,
-    label: &str,
-    counts: impl Fn(&RuntimeStats) -> BTreeMap<String, u64>,
-) -> fmt::Result {
-    let mut family = e.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for s in stages {
-        for (value, n) in counts(&s.stats) {
-            let labels = [("stage", s.name.as_str()), (label, value.as_str())];
-            ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
-        }
-    }
-    Ok(())
-}
-
 impl Collector for StageCollector {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), fmt::Error> {
         let stages = self.stages.read().unwrap_or_else(PoisonError::into_inner);
+        let f = &self.families;
         let records = Unit::Other("records".to_owned());
         let help = "Input records consumed and processed, heartbeats included, by input topic.";
-        let by_topic = |s: &RuntimeStats| s.records_in_by_topic();
-        labelled(&mut e, &stages, "records_in", help, "topic", by_topic)?;
+        live(&mut e, "records_in", help, None, &f.records_in)?;
         let help = "Output records produced, forwarded heartbeats included, by output topic.";
-        let by_topic = |s: &RuntimeStats| s.records_out_by_topic();
-        labelled(&mut e, &stages, "records_out", help, "topic", by_topic)?;
+        live(&mut e, "records_out", help, None, &f.records_out)?;
         let help = "Input records dead-lettered instead of processed, by bounded reason code.";
-        let mut family = e.encode_descriptor("dead_letters", help, None, MetricType::Counter)?;
-        for s in stages.iter() {
-            for (reason, n) in s.stats.dead_letters_by_reason() {
-                let labels = [("stage", s.name.as_str()), ("reason", reason)];
-                ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
-            }
-        }
+        live(&mut e, "dead_letters", help, None, &f.dead_letters)?;
         let help = "Changelog records applied while restoring state stores.";
-        family_of(&mut e, &stages, "restored", help, Some(&records), |s| {
-            ConstCounter::new(load(&s.restored))
-        })?;
+        live(&mut e, "restored", help, Some(&records), &f.restored)?;
         let help = "Time spent restoring state stores from changelogs.";
-        family_of(&mut e, &stages, "restore", help, Some(&Unit::Seconds), |s| {
-            ConstCounter::new(load(&s.restore_ms) as f64 / 1000.0)
-        })?;
+        live(&mut e, "restore", help, Some(&Unit::Seconds), &f.restore)?;
         let help = "Tasks whose state stores are being restored now.";
         family_of(&mut e, &stages, "restoring_tasks", help, None, |s| {
             ConstGauge::new(load(&s.restoring_tasks))
         })?;
         let help = "Admissions retried because the schema registry did not answer (the record \
                     waits; it is never dead-lettered for it).";
-        family_of(&mut e, &stages, "registry_retries", help, None, |s| ConstCounter::new(load(&s.retries)))?;
+        live(&mut e, "registry_retries", help, None, &f.registry_retries)?;
         let help = "1 while a record waits for the schema registry to answer (the stage is not \
                     ready: /readyz answers 503).";
         family_of(&mut e, &stages, "waiting_for_registry", help, None, |s| {
@@ -266,18 +238,14 @@ impl Collector for StageCollector {
                     every few seconds).";
         let mut family = e.encode_descriptor("consumer_lag", help, Some(&records), MetricType::Gauge)?;
         for s in stages.iter() {
-            for ((topic, partition), lag) in s.stats.lag_by_partition() {
+            for ((topic, partition), lag) in s.lag_by_partition() {
                 let partition = partition.to_string();
-                let labels = [
-                    ("stage", s.name.as_str()),
-                    ("topic", topic.as_str()),
-                    ("partition", partition.as_str()),
-                ];
+                let labels =
+                    [("stage", s.stage()), ("topic", topic.as_str()), ("partition", partition.as_str())];
                 ConstGauge::new(lag).encode(family.encode_family(&labels)?)?;
             }
         }
-        let tasks: Vec<(&str, TaskGauges)> =
-            stages.iter().map(|s| (s.name.as_str(), s.stats.task_gauges())).collect();
+        let tasks: Vec<(&str, TaskGauges)> = stages.iter().map(|s| (s.stage(), s.task_gauges())).collect();
         let help = "Now minus the lowest stream time (record event time) among the stage's \
                     assigned tasks; absent while no task has a stream time.";
         let mut family =
@@ -299,30 +267,17 @@ impl Collector for StageCollector {
             }
         }
         let help = "Kafka transactions ended, by outcome.";
-        let mut family = e.encode_descriptor("transactions", help, None, MetricType::Counter)?;
-        for s in stages.iter() {
-            for (outcome, value) in [("committed", &s.stats.commits), ("aborted", &s.stats.aborts)] {
-                let labels = [("stage", s.name.as_str()), ("outcome", outcome)];
-                ConstCounter::new(load(value)).encode(family.encode_family(&labels)?)?;
-            }
-        }
+        live(&mut e, "transactions", help, None, &f.transactions)?;
         let help = "Events the stage's processor counted in committed transactions (runs_filed, \
                     runs_late, windows_finalized, …), by bounded event name.";
-        let mut family = e.encode_descriptor("processor_events", help, None, MetricType::Counter)?;
-        for s in stages.iter() {
-            for (event, n) in s.stats.events() {
-                let labels = [("stage", s.name.as_str()), ("event", event)];
-                ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
-            }
-        }
-        Ok(())
+        live(&mut e, "processor_events", help, None, &f.processor_events)
     }
 }
 
-/// Describes one metric family once, then writes one series per stage.
+/// Describes one gauge family once, then writes one series per stage.
 fn family_of<M: EncodeMetric + TypedMetric>(
     e: &mut DescriptorEncoder,
-    stages: &[Stage],
+    stages: &[Arc<RuntimeStats>],
     name: &str,
     help: &str,
     unit: Option<&Unit>,
@@ -330,7 +285,7 @@ fn family_of<M: EncodeMetric + TypedMetric>(
 ) -> fmt::Result {
     let mut family = e.encode_descriptor(name, help, unit, M::TYPE)?;
     for s in stages {
-        metric(&s.stats).encode(family.encode_family(&[("stage", s.name.as_str())])?)?;
+        metric(s).encode(family.encode_family(&[("stage", s.stage())])?)?;
     }
     Ok(())
 }

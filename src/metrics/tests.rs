@@ -3,24 +3,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::*;
 use crate::trace::KubeObject;
 
-/// Stats of a stage whose processor has counted one kind of event (zero so far), with
-/// an input and an output topic, a dead-letter reason (zero so far), an assigned
-/// partition, a task with a stream time and a store, so every family has a series.
-fn stats() -> Arc<RuntimeStats> {
-    let stats = RuntimeStats::default();
+/// Stats of `stage` in `metrics` whose processor has counted one kind of event (zero so
+/// far), with an input and an output topic, a dead-letter reason (zero so far), an
+/// assigned partition, a task with a stream time and a store, so every family has a series.
+fn stats(metrics: &Metrics, stage: &str) -> Arc<RuntimeStats> {
+    let stats = metrics.stage(stage);
     stats.add_events(BTreeMap::from([("runs_filed", 0)]));
     stats.declare_topics(["kubefacts.jobs.v1"], ["kubefacts.runs.v1"]);
     stats.count_dead_letters("null_value", 0);
     stats.set_lag(vec![("kubefacts.jobs.v1".to_owned(), 0, Some(0))]);
     stats.set_task_gauges(Some(now_ms()), BTreeMap::from([("runs".to_owned(), 0)]));
-    Arc::new(stats)
+    stats
 }
 
 #[test]
 fn processor_events_follow_committed_counts_per_stage_and_event() {
-    let mut metrics = Metrics::new();
-    let runs = stats();
-    metrics.add_stage("runs", Arc::clone(&runs));
+    let metrics = Metrics::new();
+    let runs = stats(&metrics, "runs");
     runs.add_events(BTreeMap::from([("runs_filed", 3), ("runs_late", 1)]));
     runs.add_events(BTreeMap::from([("runs_filed", 2)]));
     let out = metrics.encode();
@@ -36,25 +35,35 @@ fn sample(out: &str, name: &str, labels: &str) -> Option<String> {
     out.lines().find_map(|l| l.strip_prefix(&prefix)).map(str::to_owned)
 }
 
+/// Counts `n` into one field of a stage's stats.
+type Count<'a> = dyn Fn(u64) + 'a;
+
 #[test]
 fn every_metric_follows_its_atomic_per_stage() {
-    let (runs, probe) = (stats(), stats());
-    let mut metrics = Metrics::new();
-    metrics.add_stage("runs", Arc::clone(&runs));
-    metrics.add_stage("probe", Arc::clone(&probe));
-    let fields: [(&str, &str, &AtomicU64); 5] = [
-        ("kubefacts_transactions_total", ",outcome=\"committed\"", &runs.commits),
-        ("kubefacts_transactions_total", ",outcome=\"aborted\"", &runs.aborts),
-        ("kubefacts_restored_records_total", "", &runs.restored),
-        ("kubefacts_restore_seconds_total", "", &runs.restore_ms),
-        ("kubefacts_restoring_tasks", "", &runs.restoring_tasks),
+    let metrics = Metrics::new();
+    let (runs, _probe) = (stats(&metrics, "runs"), stats(&metrics, "probe"));
+    // Each field counts `n` (the restore in milliseconds, as the runtime times it).
+    let fields: [(&str, &str, &Count); 5] = [
+        ("kubefacts_transactions_total", ",outcome=\"committed\"", &|n| {
+            runs.commits.inc_by(n);
+        }),
+        ("kubefacts_transactions_total", ",outcome=\"aborted\"", &|n| {
+            runs.aborts.inc_by(n);
+        }),
+        ("kubefacts_restored_records_total", "", &|n| {
+            runs.restored.inc_by(n);
+        }),
+        ("kubefacts_restore_seconds_total", "", &|n| runs.count_restore_ms(n)),
+        ("kubefacts_restoring_tasks", "", &|n| {
+            runs.restoring_tasks.fetch_add(n, Ordering::Relaxed);
+        }),
     ];
-    for (_, _, a) in &fields {
-        a.store(3000, Ordering::Relaxed);
+    for (_, _, count) in &fields {
+        count(3000);
     }
     let before = metrics.encode();
-    for (_, _, a) in &fields {
-        a.fetch_add(1500, Ordering::Relaxed);
+    for (_, _, count) in &fields {
+        count(1500);
     }
     let after = metrics.encode();
     for (name, extra, _) in fields {
@@ -79,10 +88,8 @@ fn value(out: &str, name: &str, labels: &str) -> Option<f64> {
 
 #[test]
 fn records_in_and_out_are_counted_per_topic() {
-    let (runs, probe) = (stats(), stats());
-    let mut metrics = Metrics::new();
-    metrics.add_stage("runs", Arc::clone(&runs));
-    metrics.add_stage("probe", Arc::clone(&probe));
+    let metrics = Metrics::new();
+    let (runs, _probe) = (stats(&metrics, "runs"), stats(&metrics, "probe"));
     let jobs = "stage=\"runs\",topic=\"kubefacts.jobs.v1\"";
     let pods = "stage=\"runs\",topic=\"kubefacts.pods.v1\"";
     let runs_out = "stage=\"runs\",topic=\"kubefacts.runs.v1\"";
@@ -108,9 +115,8 @@ fn records_in_and_out_are_counted_per_topic() {
 
 #[test]
 fn dead_letters_are_counted_per_reason() {
-    let runs = stats();
-    let mut metrics = Metrics::new();
-    metrics.add_stage("runs", Arc::clone(&runs));
+    let metrics = Metrics::new();
+    let runs = stats(&metrics, "runs");
     let null = "stage=\"runs\",reason=\"null_value\"";
     let unknown = "stage=\"runs\",reason=\"unknown_event\"";
     let out = metrics.encode();
@@ -127,12 +133,10 @@ fn dead_letters_are_counted_per_reason() {
 
 #[test]
 fn lag_is_per_assigned_partition_and_a_revoked_one_disappears() {
-    let runs = RuntimeStats::default();
     let jobs = |p: i32, lag: Option<u64>| ("kubefacts.jobs.v1".to_owned(), p, lag);
     let labels = |p: i32| format!("stage=\"runs\",topic=\"kubefacts.jobs.v1\",partition=\"{p}\"");
-    let runs = Arc::new(runs);
-    let mut metrics = Metrics::new();
-    metrics.add_stage("runs", Arc::clone(&runs));
+    let metrics = Metrics::new();
+    let runs = metrics.stage("runs");
     assert_eq!(metrics.encode().matches("kubefacts_consumer_lag_records{").count(), 0);
     runs.set_lag(vec![jobs(0, Some(5)), jobs(1, Some(7))]);
     let out = metrics.encode();
@@ -155,9 +159,8 @@ fn lag_is_per_assigned_partition_and_a_revoked_one_disappears() {
 
 #[test]
 fn stream_time_delay_is_now_minus_the_lowest_stream_time() {
-    let runs = Arc::new(RuntimeStats::default());
-    let mut metrics = Metrics::new();
-    metrics.add_stage("runs", Arc::clone(&runs));
+    let metrics = Metrics::new();
+    let runs = metrics.stage("runs");
     let delay =
         |metrics: &Metrics| value(&metrics.encode(), "kubefacts_stream_time_delay_seconds", "stage=\"runs\"");
     assert_eq!(delay(&metrics), None, "no task has a stream time");
@@ -173,9 +176,8 @@ fn stream_time_delay_is_now_minus_the_lowest_stream_time() {
 
 #[test]
 fn state_entries_follow_the_stores_and_a_store_no_task_holds_reads_zero() {
-    let runs = Arc::new(RuntimeStats::default());
-    let mut metrics = Metrics::new();
-    metrics.add_stage("runs", Arc::clone(&runs));
+    let metrics = Metrics::new();
+    let runs = metrics.stage("runs");
     let entries = |metrics: &Metrics, store: &str| {
         value(&metrics.encode(), "kubefacts_state_entries", &format!("stage=\"runs\",store=\"{store}\""))
     };
@@ -187,11 +189,11 @@ fn state_entries_follow_the_stores_and_a_store_no_task_holds_reads_zero() {
 
 #[test]
 fn each_family_is_described_once_with_several_stages() {
-    let mut metrics = Metrics::new();
+    let metrics = Metrics::new();
     for stage in ["runs", "journal", "probe"] {
-        metrics.add_stage(stage, stats());
+        stats(&metrics, stage);
     }
-    metrics.add_stage("runs", stats()); // replaces, does not duplicate
+    stats(&metrics, "runs"); // replaces, does not duplicate
     let out = metrics.encode();
     let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE ")).collect();
     assert_eq!(types.len(), 13, "{out}");
@@ -257,8 +259,8 @@ fn docs_metrics_table_matches_the_endpoint() {
     let (processor, watcher) = (table(&tables, PROCESSOR), table(&tables, WATCHER));
     assert!(!processor.is_empty() && !watcher.is_empty());
 
-    let mut stage_only = Metrics::new();
-    stage_only.add_stage("runs", stats());
+    let stage_only = Metrics::new();
+    stats(&stage_only, "runs");
     let out = stage_only.encode();
     assert_eq!(processor, exposed(&out), "processor table (left) vs encode() with a stage (right)");
 
@@ -268,7 +270,7 @@ fn docs_metrics_table_matches_the_endpoint() {
     assert_eq!(watcher, exposed(&out), "watcher table (left) vs encode() with a watcher (right)");
 
     let mut both = Metrics::new();
-    both.add_stage("runs", stats());
+    stats(&both, "runs");
     both.add_watcher(watch_stats());
     let mut all = processor.clone();
     all.extend(watcher.clone());
@@ -351,7 +353,7 @@ fn watch_samples(out: &str) -> BTreeMap<(String, String), String> {
 fn every_watcher_metric_follows_its_stats() {
     let watcher = watch_stats();
     let mut metrics = Metrics::new();
-    metrics.add_stage("runs", stats());
+    stats(&metrics, "runs");
     metrics.add_watcher(Arc::clone(&watcher));
     set_watch_stats(&watcher, 3);
     let before = watch_samples(&metrics.encode());
@@ -403,7 +405,7 @@ fn a_kind_outside_the_known_ones_still_gets_its_series() {
 fn watcher_families_appear_only_with_a_watcher() {
     let is_watcher = |l: &&str| l.contains("kubefacts_watch_") || l.contains("kubefacts_admission_");
     let mut metrics = Metrics::new();
-    metrics.add_stage("runs", stats());
+    stats(&metrics, "runs");
     let out = metrics.encode();
     assert_eq!(out.lines().filter(is_watcher).count(), 0, "{out}");
 
@@ -423,10 +425,9 @@ fn watcher_families_appear_only_with_a_watcher() {
 
 #[tokio::test]
 async fn serves_metrics_over_http_until_shutdown() {
-    let mut metrics = Metrics::new();
-    let runs = stats();
+    let metrics = Metrics::new();
+    let runs = stats(&metrics, "runs");
     runs.count_in("kubefacts.jobs.v1", 42);
-    metrics.add_stage("runs", runs);
     let server = MetricsServer::bind("127.0.0.1:0".parse().expect("addr")).await.expect("bind");
     let base = format!("http://{}", server.local_addr());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

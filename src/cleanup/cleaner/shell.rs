@@ -183,7 +183,7 @@ pub fn run_blocking(
         if !batch.offsets.is_empty() {
             match commit(&producer, &consumer, run, &batch) {
                 Ok(()) => {
-                    stats.commits.fetch_add(1, Ordering::Relaxed);
+                    stats.commits.inc();
                     stats.count_in(&run.decisions, batch.decisions);
                     stats.count_out(&run.outcomes, batch.outcomes);
                     for (reason, n) in std::mem::take(&mut batch.dead_letters) {
@@ -197,7 +197,7 @@ pub fn run_blocking(
                     producer
                         .abort_transaction(Duration::from_secs(60))
                         .map_err(|e| fenced_or(e, &transactional_id, "abort"))?;
-                    stats.aborts.fetch_add(1, Ordering::Relaxed);
+                    stats.aborts.inc();
                     whole = false;
                 }
             }

@@ -268,7 +268,7 @@ where
         stats.restoring_tasks.fetch_sub(tasks.len() as u64, Ordering::Relaxed);
         let applied = restored?;
         let ms = started.elapsed().as_millis() as u64;
-        stats.restore_ms.fetch_add(ms, Ordering::Relaxed);
+        stats.count_restore_ms(ms);
         tracing::info!(?partitions, restored = applied, ms, "tasks assigned and restored");
         Ok(tasks
             .into_iter()

@@ -43,7 +43,10 @@ pub use self::{
     config::{Failpoint, FailpointAt, RuntimeConfig},
     restore::QuietEof,
     run::run_blocking,
-    stats::{RuntimeStats, TaskGauges},
+    stats::{
+        EventLabels, OutcomeLabels, ReasonLabels, RuntimeStats, SecondsCounter, StageFamilies, StageLabels,
+        TaskGauges, TopicLabels,
+    },
 };
 pub(crate) use self::{
     stats::lag,

@@ -144,7 +144,7 @@ pub(super) fn admit_waiting<I: crate::runtime::DecodeInput>(
                     waiting = true;
                     stats.retrying.fetch_add(1, Ordering::Relaxed);
                 }
-                stats.retries.fetch_add(1, Ordering::Relaxed);
+                stats.retries.inc();
                 tracing::warn!(
                     error = %e, input = read.input, partition = read.partition, offset = read.offset,
                     retry_in_ms = backoff.as_millis() as u64,

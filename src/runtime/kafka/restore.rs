@@ -3,7 +3,6 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
-    sync::atomic::Ordering,
     time::Duration,
 };
 
@@ -77,7 +76,7 @@ pub(super) fn restore(
                         RuntimeError::Restore { topic: topic.to_owned(), partition: m.partition(), source }
                     })?;
                     applied += 1;
-                    stats.restored.fetch_add(1, Ordering::Relaxed);
+                    stats.restored.inc();
                 }
                 // At the last stable offset: everything committed so far is applied.
                 Some(Err(KafkaError::PartitionEOF(p))) => {

@@ -353,7 +353,7 @@ where
         };
         match result {
             Ok(()) => {
-                stats.commits.fetch_add(1, Ordering::Relaxed);
+                stats.commits.inc();
                 stats.add_events(counted);
                 // Counted once committed: an aborted attempt wrote none.
                 for (reason, n) in dead_letters {
@@ -371,7 +371,7 @@ where
                 producer
                     .abort_transaction(Duration::from_secs(60))
                     .map_err(|e| fenced_or(e, &transactional_id, "abort"))?;
-                stats.aborts.fetch_add(1, Ordering::Relaxed);
+                stats.aborts.inc();
                 // Drop every task and rewind: state and positions return to the last commit.
                 let assigned: Vec<i32> = tasks.keys().copied().collect();
                 for (_, slot) in std::mem::take(&mut tasks) {

@@ -4,57 +4,143 @@
 use std::{
     collections::BTreeMap,
     sync::{
-        Mutex,
+        Mutex, RwLock,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
 };
 
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family},
+};
 use rdkafka::{
     Offset, TopicPartitionList,
     consumer::{BaseConsumer, Consumer, ConsumerContext},
 };
 
-/// Counters of one instance; cheap to read from another thread.
-#[derive(Debug, Default)]
+/// The labels of a stage's unlabelled families.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct StageLabels {
+    /// The stage (processor) name.
+    pub stage: String,
+}
+
+/// `stage` and a topic (from configuration: bounded).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TopicLabels {
+    /// The stage (processor) name.
+    pub stage: String,
+    /// The input or output topic.
+    pub topic: String,
+}
+
+/// `stage` and a bounded dead-letter reason code.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// The stage (processor) name.
+    pub stage: String,
+    /// The reason code.
+    pub reason: &'static str,
+}
+
+/// `stage` and a bounded processor event name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct EventLabels {
+    /// The stage (processor) name.
+    pub stage: String,
+    /// The event name.
+    pub event: &'static str,
+}
+
+/// `stage` and a transaction outcome (`committed`, `aborted`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// The stage (processor) name.
+    pub stage: String,
+    /// The outcome.
+    pub outcome: &'static str,
+}
+
+/// A counter of seconds (fractional).
+pub type SecondsCounter = Counter<f64, AtomicU64>;
+
+/// The counter families of every stage of a process, each series labelled `stage`. One
+/// set per process (cloning shares them), so each family is described once however
+/// many stages count into it.
+#[derive(Debug, Clone, Default)]
+pub struct StageFamilies {
+    /// Input records by topic.
+    pub records_in: Family<TopicLabels, Counter>,
+    /// Output records by topic.
+    pub records_out: Family<TopicLabels, Counter>,
+    /// Dead letters by reason.
+    pub dead_letters: Family<ReasonLabels, Counter>,
+    /// Changelog records applied while restoring.
+    pub restored: Family<StageLabels, Counter>,
+    /// Seconds spent restoring.
+    pub restore: Family<StageLabels, SecondsCounter>,
+    /// Admissions retried for the schema registry.
+    pub registry_retries: Family<StageLabels, Counter>,
+    /// Transactions by outcome.
+    pub transactions: Family<OutcomeLabels, Counter>,
+    /// Processor events of committed transactions.
+    pub processor_events: Family<EventLabels, Counter>,
+}
+
+/// Counters of one instance; cheap to read from another thread. The labelled counters
+/// are handles into [`StageFamilies`] (created with [`RuntimeStats::new`]); the
+/// `AtomicU64` fields are totals and gauges read by summaries, `/readyz` and the
+/// scrape-time gauges.
+#[derive(Debug)]
 pub struct RuntimeStats {
-    /// Input records consumed and processed (heartbeats included).
+    /// The `stage` label of every series.
+    stage: String,
+    families: StageFamilies,
+    /// Input records consumed and processed (heartbeats included), all topics.
     pub records_in: AtomicU64,
-    /// Output records produced (forwarded heartbeats included).
+    /// Output records produced (forwarded heartbeats included), all topics.
     pub records_out: AtomicU64,
-    /// Records dead-lettered (in committed transactions).
+    /// Records dead-lettered (in committed transactions), all reasons.
     pub dead_lettered: AtomicU64,
     /// Admissions retried because the schema registry did not answer.
-    pub retries: AtomicU64,
+    pub retries: Counter,
     /// Non-zero while a record waits for the registry (a gauge: the stage is not ready).
     pub retrying: AtomicU64,
     /// Transactions committed.
-    pub commits: AtomicU64,
+    pub commits: Counter,
     /// Transactions aborted.
-    pub aborts: AtomicU64,
+    pub aborts: Counter,
     /// Changelog records applied during restores (moves while a restore runs).
-    pub restored: AtomicU64,
-    /// Milliseconds spent restoring.
-    pub restore_ms: AtomicU64,
+    pub restored: Counter,
+    /// Seconds spent restoring.
+    pub restore: SecondsCounter,
     /// Tasks being restored right now (a gauge: non-zero while a restore runs).
     pub restoring_tasks: AtomicU64,
     /// Records in the assigned input partitions not yet consumed (high watermark minus
     /// position, summed), refreshed every few seconds; per partition in
     /// [`RuntimeStats::lag_by_partition`].
     pub lag: AtomicU64,
-    /// Processor events of committed transactions, by name.
-    pub events: Mutex<BTreeMap<&'static str, u64>>,
-    /// `records_in` by input topic (topics come from configuration: bounded).
-    records_in_by_topic: Mutex<BTreeMap<String, u64>>,
-    /// `records_out` by output topic.
-    records_out_by_topic: Mutex<BTreeMap<String, u64>>,
-    /// `dead_lettered` by bounded reason code.
-    dead_letters_by_reason: Mutex<BTreeMap<&'static str, u64>>,
-    /// Lag per assigned (input topic, partition); revoked partitions are removed.
+    /// The labelled counters used so far, by topic / reason / event: a batch looks its
+    /// counter up under a read lock without building labels.
+    records_in_by_topic: RwLock<BTreeMap<String, Counter>>,
+    records_out_by_topic: RwLock<BTreeMap<String, Counter>>,
+    dead_letters_by_reason: RwLock<BTreeMap<&'static str, Counter>>,
+    events: RwLock<BTreeMap<&'static str, Counter>>,
+    /// Lag per assigned (input topic, partition); revoked partitions are removed. A gauge
+    /// replaced wholesale at each refresh, so the metrics endpoint reads it at scrape.
     lag_by_partition: Mutex<BTreeMap<(String, i32), u64>>,
     /// The lowest stream time (epoch ms) among the assigned tasks that have one, and the
     /// entries of each state store summed over the tasks; refreshed each transaction.
     tasks: Mutex<TaskGauges>,
+}
+
+impl Default for RuntimeStats {
+    /// Stats counting into families of their own (exported nowhere), for a run without
+    /// a metrics endpoint.
+    fn default() -> Self {
+        Self::new("", &StageFamilies::default())
+    }
 }
 
 /// What [`RuntimeStats::set_task_gauges`] holds.
@@ -71,63 +157,120 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn add_to(map: &Mutex<BTreeMap<String, u64>>, key: &str, n: u64) {
-    let mut map = lock(map);
-    match map.get_mut(key) {
-        Some(v) => *v += n,
-        None => {
-            map.insert(key.to_owned(), n);
-        }
+/// The counter cached under `key`, created by `create` (which builds the labels) on its
+/// first use only.
+fn cached<K: Ord + Clone + std::borrow::Borrow<Q>, Q: Ord + ?Sized + ToOwned<Owned = K>>(
+    cache: &RwLock<BTreeMap<K, Counter>>,
+    key: &Q,
+    create: impl FnOnce() -> Counter,
+) -> Counter {
+    if let Some(c) = cache.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(key) {
+        return c.clone();
     }
+    let mut cache = cache.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    cache.entry(key.to_owned()).or_insert_with(create).clone()
 }
 
 impl RuntimeStats {
+    /// Stats of `stage`, counting into the shared `families`. Its unlabelled series and
+    /// both transaction outcomes exist from now on, at 0.
+    pub fn new(stage: &str, families: &StageFamilies) -> Self {
+        let labels = StageLabels { stage: stage.to_owned() };
+        let outcome = |outcome| OutcomeLabels { stage: stage.to_owned(), outcome };
+        Self {
+            stage: stage.to_owned(),
+            records_in: AtomicU64::default(),
+            records_out: AtomicU64::default(),
+            dead_lettered: AtomicU64::default(),
+            retries: families.registry_retries.get_or_create_owned(&labels),
+            retrying: AtomicU64::default(),
+            commits: families.transactions.get_or_create_owned(&outcome("committed")),
+            aborts: families.transactions.get_or_create_owned(&outcome("aborted")),
+            restored: families.restored.get_or_create_owned(&labels),
+            restore: families.restore.get_or_create_owned(&labels),
+            restoring_tasks: AtomicU64::default(),
+            lag: AtomicU64::default(),
+            records_in_by_topic: RwLock::default(),
+            records_out_by_topic: RwLock::default(),
+            dead_letters_by_reason: RwLock::default(),
+            events: RwLock::default(),
+            lag_by_partition: Mutex::default(),
+            tasks: Mutex::default(),
+            families: families.clone(),
+        }
+    }
+
+    /// The stage name of the series.
+    pub fn stage(&self) -> &str {
+        &self.stage
+    }
+
+    fn topic_labels(&self, topic: &str) -> TopicLabels {
+        TopicLabels { stage: self.stage.clone(), topic: topic.to_owned() }
+    }
+
+    fn in_counter(&self, topic: &str) -> Counter {
+        cached(&self.records_in_by_topic, topic, || {
+            self.families.records_in.get_or_create_owned(&self.topic_labels(topic))
+        })
+    }
+
+    fn out_counter(&self, topic: &str) -> Counter {
+        cached(&self.records_out_by_topic, topic, || {
+            self.families.records_out.get_or_create_owned(&self.topic_labels(topic))
+        })
+    }
+
+    fn dead_letter_counter(&self, reason: &'static str) -> Counter {
+        cached(&self.dead_letters_by_reason, &reason, || {
+            let labels = ReasonLabels { stage: self.stage.clone(), reason };
+            self.families.dead_letters.get_or_create_owned(&labels)
+        })
+    }
+
+    fn event_counter(&self, event: &'static str) -> Counter {
+        cached(&self.events, &event, || {
+            let labels = EventLabels { stage: self.stage.clone(), event };
+            self.families.processor_events.get_or_create_owned(&labels)
+        })
+    }
+
     /// Gives every input and output topic a series at 0, so alerts on their rates see
-    /// them before the first record.
+    /// them before the first record (and the counters are cached before the first batch).
     pub fn declare_topics<I: AsRef<str>, O: AsRef<str>>(
         &self,
         inputs: impl IntoIterator<Item = I>,
         outputs: impl IntoIterator<Item = O>,
     ) {
         for topic in inputs {
-            add_to(&self.records_in_by_topic, topic.as_ref(), 0);
+            self.in_counter(topic.as_ref());
         }
         for topic in outputs {
-            add_to(&self.records_out_by_topic, topic.as_ref(), 0);
+            self.out_counter(topic.as_ref());
         }
     }
 
     /// Counts `n` input records read from `topic` (in `records_in` and by topic).
     pub fn count_in(&self, topic: &str, n: u64) {
         self.records_in.fetch_add(n, Ordering::Relaxed);
-        add_to(&self.records_in_by_topic, topic, n);
+        self.in_counter(topic).inc_by(n);
     }
 
     /// Counts `n` output records written to `topic` (in `records_out` and by topic).
     pub fn count_out(&self, topic: &str, n: u64) {
         self.records_out.fetch_add(n, Ordering::Relaxed);
-        add_to(&self.records_out_by_topic, topic, n);
+        self.out_counter(topic).inc_by(n);
     }
 
     /// Counts `n` dead letters of the bounded reason code `reason`.
     pub fn count_dead_letters(&self, reason: &'static str, n: u64) {
         self.dead_lettered.fetch_add(n, Ordering::Relaxed);
-        *lock(&self.dead_letters_by_reason).entry(reason).or_default() += n;
+        self.dead_letter_counter(reason).inc_by(n);
     }
 
-    /// Input records so far, by topic.
-    pub fn records_in_by_topic(&self) -> BTreeMap<String, u64> {
-        lock(&self.records_in_by_topic).clone()
-    }
-
-    /// Output records so far, by topic.
-    pub fn records_out_by_topic(&self) -> BTreeMap<String, u64> {
-        lock(&self.records_out_by_topic).clone()
-    }
-
-    /// Dead letters so far, by reason code.
-    pub fn dead_letters_by_reason(&self) -> BTreeMap<&'static str, u64> {
-        lock(&self.dead_letters_by_reason).clone()
+    /// Counts `ms` milliseconds spent restoring (the resolution the restore is timed at).
+    pub fn count_restore_ms(&self, ms: u64) {
+        self.restore.inc_by(ms as f64 / 1000.0);
     }
 
     /// Replaces the per-partition lag with the partitions assigned now: (topic, partition,
@@ -174,15 +317,15 @@ impl RuntimeStats {
 
     /// Adds the events of one committed transaction.
     pub fn add_events(&self, counts: BTreeMap<&'static str, u64>) {
-        let mut events = self.events.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for (event, n) in counts {
-            *events.entry(event).or_default() += n;
+            self.event_counter(event).inc_by(n);
         }
     }
 
     /// Processor events committed so far.
     pub fn events(&self) -> BTreeMap<&'static str, u64> {
-        self.events.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        let events = self.events.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        events.iter().map(|(event, c)| (*event, c.get())).collect()
     }
 }
 
