@@ -157,18 +157,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The counter cached under `key`, created by `create` (which builds the labels) on its
-/// first use only.
-fn cached<K: Ord + Clone + std::borrow::Borrow<Q>, Q: Ord + ?Sized + ToOwned<Owned = K>>(
+/// Adds `n` to the counter cached under `key`: under the read lock when it is cached (a
+/// batch builds no labels and clones nothing), else created by `create` (which builds the
+/// labels) once.
+fn add_cached<K: Ord + Clone + std::borrow::Borrow<Q>, Q: Ord + ?Sized + ToOwned<Owned = K>>(
     cache: &RwLock<BTreeMap<K, Counter>>,
     key: &Q,
+    n: u64,
     create: impl FnOnce() -> Counter,
-) -> Counter {
+) {
     if let Some(c) = cache.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(key) {
-        return c.clone();
+        c.inc_by(n);
+        return;
     }
     let mut cache = cache.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-    cache.entry(key.to_owned()).or_insert_with(create).clone()
+    cache.entry(key.to_owned()).or_insert_with(create).inc_by(n);
 }
 
 impl RuntimeStats {
@@ -209,27 +212,27 @@ impl RuntimeStats {
         TopicLabels { stage: self.stage.clone(), topic: topic.to_owned() }
     }
 
-    fn in_counter(&self, topic: &str) -> Counter {
-        cached(&self.records_in_by_topic, topic, || {
+    fn add_in(&self, topic: &str, n: u64) {
+        add_cached(&self.records_in_by_topic, topic, n, || {
             self.families.records_in.get_or_create_owned(&self.topic_labels(topic))
         })
     }
 
-    fn out_counter(&self, topic: &str) -> Counter {
-        cached(&self.records_out_by_topic, topic, || {
+    fn add_out(&self, topic: &str, n: u64) {
+        add_cached(&self.records_out_by_topic, topic, n, || {
             self.families.records_out.get_or_create_owned(&self.topic_labels(topic))
         })
     }
 
-    fn dead_letter_counter(&self, reason: &'static str) -> Counter {
-        cached(&self.dead_letters_by_reason, &reason, || {
+    fn add_dead_letters(&self, reason: &'static str, n: u64) {
+        add_cached(&self.dead_letters_by_reason, &reason, n, || {
             let labels = ReasonLabels { stage: self.stage.clone(), reason };
             self.families.dead_letters.get_or_create_owned(&labels)
         })
     }
 
-    fn event_counter(&self, event: &'static str) -> Counter {
-        cached(&self.events, &event, || {
+    fn add_event(&self, event: &'static str, n: u64) {
+        add_cached(&self.events, &event, n, || {
             let labels = EventLabels { stage: self.stage.clone(), event };
             self.families.processor_events.get_or_create_owned(&labels)
         })
@@ -243,29 +246,29 @@ impl RuntimeStats {
         outputs: impl IntoIterator<Item = O>,
     ) {
         for topic in inputs {
-            self.in_counter(topic.as_ref());
+            self.add_in(topic.as_ref(), 0);
         }
         for topic in outputs {
-            self.out_counter(topic.as_ref());
+            self.add_out(topic.as_ref(), 0);
         }
     }
 
     /// Counts `n` input records read from `topic` (in `records_in` and by topic).
     pub fn count_in(&self, topic: &str, n: u64) {
         self.records_in.fetch_add(n, Ordering::Relaxed);
-        self.in_counter(topic).inc_by(n);
+        self.add_in(topic, n);
     }
 
     /// Counts `n` output records written to `topic` (in `records_out` and by topic).
     pub fn count_out(&self, topic: &str, n: u64) {
         self.records_out.fetch_add(n, Ordering::Relaxed);
-        self.out_counter(topic).inc_by(n);
+        self.add_out(topic, n);
     }
 
     /// Counts `n` dead letters of the bounded reason code `reason`.
     pub fn count_dead_letters(&self, reason: &'static str, n: u64) {
         self.dead_lettered.fetch_add(n, Ordering::Relaxed);
-        self.dead_letter_counter(reason).inc_by(n);
+        self.add_dead_letters(reason, n);
     }
 
     /// Counts `ms` milliseconds spent restoring (the resolution the restore is timed at).
@@ -318,7 +321,7 @@ impl RuntimeStats {
     /// Adds the events of one committed transaction.
     pub fn add_events(&self, counts: BTreeMap<&'static str, u64>) {
         for (event, n) in counts {
-            self.event_counter(event).inc_by(n);
+            self.add_event(event, n);
         }
     }
 
