@@ -19,10 +19,7 @@ use std::{
 use kubefacts::{
     cleanup::{CleanupConfig, CleanupDecision},
     codec::{Codec, Framing, RecordWriter},
-    journal::{
-        JobRun,
-        runs::{Runs, RunsConfig, RunsInput},
-    },
+    journal::{JobRun, Runs, RunsConfig, wiring::RunsInput},
     observe::model::{
         ConditionStatus, ContainerObservation, ContainerTermination, Job, JobCondition, JobObservation,
         JobSpec, JobStatus, ObjectMeta, ObservationEvent, OwnerReference, Pod, PodObservation, PodPhase,

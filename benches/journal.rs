@@ -16,7 +16,7 @@ use std::time::Instant;
 use kubefacts::{
     cleanup::CleanupDecision,
     codec::{Codec, Framing, RecordWriter},
-    journal::{JobRun, JobRunWindow, JobRunWindowKey, Journal, JournalConfig, Runs, runs::RunsConfig},
+    journal::{JobRun, JobRunWindow, JobRunWindowKey, Journal, JournalConfig, Runs, RunsConfig},
     observe::{InputTopic, MinimizeConfig, Observer, memory::MemInputs, model::Source},
     runtime::driver::{self, MemTopic, OutputTopics},
 };

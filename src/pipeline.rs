@@ -15,7 +15,7 @@ use crate::{
     codec::{Codec, CodecError, single_object_writer},
     config::{PipelineConfig, StageConfig},
     coverage::Coverage,
-    journal::{Journal, Runs, runs::RunsConfig},
+    journal::{Journal, Runs, RunsConfig},
     runtime::{
         OutputPort, Processor, deadletter,
         driver::{self, DriverError, DriverRun, LogRecord, MemTopic, OutputTopics, StageInputs},

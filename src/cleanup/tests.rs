@@ -5,10 +5,7 @@ use std::collections::BTreeMap;
 use super::{CleanupConfig, CleanupDecision, RetentionSource};
 use crate::{
     codec::{Codec, Framing, RecordWriter},
-    journal::{
-        JobRun,
-        runs::{Runs, RunsConfig, RunsInput},
-    },
+    journal::{JobRun, Runs, RunsConfig, wiring::RunsInput},
     observe::model::{
         ConditionStatus, Job, JobCondition, JobObservation, JobSpec, JobStatus, ObjectMeta, ObservationEvent,
         Source,

@@ -10,11 +10,18 @@
 //! gap in coverage (plus the time the controller needs to start the missed run), so an
 //! outage earns no pending time. Everything is evaluated on stream time, so a replay of
 //! the same log gives the same records.
+//!
+//! The folder has the shape of every processor folder: [`config`] (settings), [`model`]
+//! (the alert records), [`state`] (what the stores keep), [`wiring`] (inputs, ports,
+//! counted events), the processor here, and its parts: [`judge`] (the verdict), [`lease`]
+//! (coverage of the manager's Lease), [`schedule`] (cron evaluation).
 
+pub mod config;
 pub mod judge;
 pub mod lease;
 pub mod model;
 pub mod schedule;
+pub mod state;
 pub mod wiring;
 
 #[cfg(test)]
@@ -22,21 +29,21 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
+pub use config::{CoverageConfig, CoverageRule, ProgressKind};
 pub use judge::{Facts, Verdict, judge};
 pub use lease::LeaseBook;
 pub use model::{CoverageAlert, CoverageGap, CoverageState, CoverageSubject, ProgressSource};
 use schedule::Schedule;
-use wiring::{CoverageEvent, CoverageIn, CoverageOut};
+pub use state::{Subject, SubjectContexts, SubjectSpec};
+pub use wiring::CoverageInput;
+use wiring::{CoverageEvent, CoverageOut};
 
 use crate::{
-    codec::{Codec, CodecError},
     facts::{JobRun, OwnerKind, RunResult},
-    observe::{CronJobObservation, LeaseObservation, ObservationEvent, shape},
+    observe::{CronJobObservation, LeaseObservation, ObservationEvent},
     runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
-        epoch::{EpochTable, Epoched},
+        OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
+        epoch::EpochTable,
         store::{KvStore, StateStore},
     },
 };
@@ -46,178 +53,6 @@ use crate::{
 pub const SUBJECT_KIND: &str = "CRONJOB";
 
 pub use crate::observe::annotations::EXPECTED_INTERVAL_ANNOTATION;
-
-/// Which finished runs count as progress.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProgressKind {
-    /// Any finished run, succeeded or failed: the schedule is producing runs (failures
-    /// are the journal's business).
-    #[default]
-    Finished,
-    /// Only succeeded runs.
-    Succeeded,
-}
-
-/// Which subjects a rule judges, against which manager Lease, with which timing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct CoverageRule {
-    /// Namespaces the rule applies to; empty: every namespace.
-    pub namespaces: Vec<String>,
-    /// The manager Lease, `namespace/name`.
-    pub manager_lease: String,
-    /// How long a subject stays PENDING before it fires, in milliseconds.
-    pub for_ms: i64,
-    /// Added to the expected fire time before a subject counts as overdue, in
-    /// milliseconds (time to start and finish a run). A subject's own slowest recent run,
-    /// doubled, is used instead when larger.
-    pub slack_ms: i64,
-}
-
-impl Default for CoverageRule {
-    fn default() -> Self {
-        Self {
-            namespaces: Vec::new(),
-            manager_lease: "kube-system/kube-controller-manager".into(),
-            for_ms: 15 * 60_000,
-            slack_ms: 10 * 60_000,
-        }
-    }
-}
-
-/// Settings of `[coverage]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct CoverageConfig {
-    /// Rules, first match wins; a CronJob no rule matches is not judged.
-    pub rules: Vec<CoverageRule>,
-    /// Which finished runs are progress.
-    pub progress: ProgressKind,
-    /// Stream time between two evaluations of overdue subjects, in milliseconds.
-    pub evaluate_interval_ms: i64,
-    /// Lease history kept, in milliseconds: every instance whose interval touches
-    /// `[now - retention, now]` (and each Lease's latest) is kept.
-    pub retention_ms: i64,
-    /// A silence of the leases topic longer than this (no Lease, marker or heartbeat) is
-    /// a hole in observation, not evidence of a stop, in milliseconds. The watcher writes
-    /// heartbeats every 10 s.
-    pub observation_gap_ms: i64,
-    /// Most coverage gaps listed in one record (the latest).
-    pub max_gaps_listed: usize,
-}
-
-impl Default for CoverageConfig {
-    fn default() -> Self {
-        Self {
-            rules: vec![CoverageRule::default()],
-            progress: ProgressKind::Finished,
-            evaluate_interval_ms: 10_000,
-            retention_ms: 8 * 24 * 3_600_000,
-            observation_gap_ms: 35_000,
-            max_gaps_listed: 50,
-        }
-    }
-}
-
-impl CoverageConfig {
-    /// The rule for a subject in `namespace`.
-    pub fn rule(&self, namespace: &str) -> Option<&CoverageRule> {
-        self.rules.iter().find(|r| r.namespaces.is_empty() || r.namespaces.iter().any(|n| n == namespace))
-    }
-}
-
-/// What the CronJob says about itself (its latest observation).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SubjectSpec {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// `spec.schedule`.
-    pub schedule: String,
-    /// `spec.timeZone`.
-    pub time_zone: Option<String>,
-    /// `spec.suspend`: a suspended CronJob is not expected to progress, so not judged.
-    pub suspend: bool,
-    /// `spec.startingDeadlineSeconds`.
-    pub starting_deadline_seconds: Option<i64>,
-    /// `metadata.creationTimestamp`, epoch ms.
-    pub created_ms: Option<i64>,
-    /// The raw override annotation, if any.
-    pub expected_interval: Option<String>,
-    /// `status.lastSuccessfulTime`, epoch ms.
-    pub last_successful_ms: Option<i64>,
-}
-
-/// What `[coverage]` keeps per subject UID.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Subject {
-    /// The CronJob (absent while only its runs were seen).
-    pub spec: Option<SubjectSpec>,
-    /// Snapshot epoch of its latest observation.
-    pub epoch: i64,
-    /// Latest progress from a finished run, epoch ms.
-    pub last_run_ms: Option<i64>,
-    /// Durations of its latest runs (at most 5), ms: a slow CronJob gets more slack.
-    pub recent_run_ms: Vec<i64>,
-    /// When it was last unsuspended (stream time): not due before its next fire after it.
-    pub resumed_at: Option<i64>,
-    /// The state last emitted; `None`: nothing emitted (or a tombstone was).
-    pub state: Option<CoverageState>,
-    /// Start of the pending span that fired (kept while FIRING).
-    pub fired_pending_since: Option<i64>,
-    /// When an OK subject is next due for evaluation (its index entry).
-    pub due_at: Option<i64>,
-}
-
-impl Epoched for Subject {
-    // A subject seen only through its runs keeps epoch 0 (not `None`): compared as it always was.
-    fn epoch(&self) -> Option<i64> {
-        Some(self.epoch)
-    }
-}
-
-/// `[coverage]`'s inputs, in order: `job-run-facts.v1`, `cronjobs.v1` (co-partitioned),
-/// then `leases.v1` as a global input.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CoverageInput {
-    /// A finished run (progress of its owner).
-    Run(Box<JobRun>),
-    /// A CronJob observation, marker or heartbeat.
-    CronJob(Box<CronJobObservation>),
-    /// A Lease observation, marker or heartbeat (any partition).
-    Lease(Box<LeaseObservation>),
-}
-
-impl DecodeInput for CoverageInput {
-    async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
-        Ok(match CoverageIn::of(input) {
-            Some(CoverageIn::Runs) => CoverageInput::Run(Box::new(codec.decode_direct(bytes).await?)),
-            Some(CoverageIn::CronJobs) => CoverageInput::CronJob(Box::new(codec.decode_as(bytes).await?)),
-            Some(CoverageIn::Leases) => CoverageInput::Lease(Box::new(codec.decode_as(bytes).await?)),
-            None => return Err(CodecError::UnknownInput { input }),
-        })
-    }
-
-    fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
-        match self {
-            CoverageInput::Run(_) => Ok(()),
-            CoverageInput::CronJob(o) => shape::cronjob_shape(o).check(key, time_header),
-            CoverageInput::Lease(o) => shape::lease_shape(o).check(key, time_header),
-        }
-    }
-}
-
-/// Trace contexts of the records an alert is judged from (kept only for records that
-/// carried one): the alert links to them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SubjectContexts {
-    /// The CronJob's latest observation.
-    pub cronjob: Option<String>,
-    /// The latest run counted as progress.
-    pub run: Option<String>,
-}
 
 /// The `[coverage]` processor: one per task.
 #[derive(Debug)]

@@ -2,7 +2,12 @@
 //! processor declares (`OUTPUTS`) or its stage lists its topics.
 
 use super::model::CoverageState;
-use crate::runtime::{Event, Port};
+use crate::{
+    codec::{Codec, CodecError},
+    facts::JobRun,
+    observe::{CronJobObservation, LeaseObservation, shape},
+    runtime::{DecodeInput, Event, Port, ProcessError},
+};
 
 /// `[coverage]`'s output ports, in the order of [`super::Coverage::OUTPUTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +87,37 @@ impl Event for CoverageEvent {
                 CoverageState::InsufficientEvidence => "coverage_insufficient_evidence",
                 CoverageState::Unknown => "coverage_unknown",
             },
+        }
+    }
+}
+
+/// `[coverage]`'s inputs, in order: `job-run-facts.v1`, `cronjobs.v1` (co-partitioned),
+/// then `leases.v1` as a global input.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CoverageInput {
+    /// A finished run (progress of its owner).
+    Run(Box<JobRun>),
+    /// A CronJob observation, marker or heartbeat.
+    CronJob(Box<CronJobObservation>),
+    /// A Lease observation, marker or heartbeat (any partition).
+    Lease(Box<LeaseObservation>),
+}
+
+impl DecodeInput for CoverageInput {
+    async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
+        Ok(match CoverageIn::of(input) {
+            Some(CoverageIn::Runs) => CoverageInput::Run(Box::new(codec.decode_direct(bytes).await?)),
+            Some(CoverageIn::CronJobs) => CoverageInput::CronJob(Box::new(codec.decode_as(bytes).await?)),
+            Some(CoverageIn::Leases) => CoverageInput::Lease(Box::new(codec.decode_as(bytes).await?)),
+            None => return Err(CodecError::UnknownInput { input }),
+        })
+    }
+
+    fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
+        match self {
+            CoverageInput::Run(_) => Ok(()),
+            CoverageInput::CronJob(o) => shape::cronjob_shape(o).check(key, time_header),
+            CoverageInput::Lease(o) => shape::lease_shape(o).check(key, time_header),
         }
     }
 }

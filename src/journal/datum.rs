@@ -7,9 +7,8 @@ use crate::codec::direct::{
     write_optional_int, write_optional_long, write_optional_string, write_string,
 };
 
-use super::{
-    model::{ContainerExitCount, JobRun, OwnerKind, RunOwner, RunResult},
-    window::{JobRunWindow, JobRunWindowKey},
+use super::model::{
+    ContainerExitCount, JobRun, JobRunWindow, JobRunWindowKey, OwnerKind, RunOwner, RunResult,
 };
 
 impl Datum for OwnerKind {

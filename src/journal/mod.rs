@@ -1,24 +1,31 @@
-//! The job-run journal (DESIGN §5.1): every finished Job becomes one run fact.
+//! The job-run journal (DESIGN §5.1): every finished Job becomes one run fact. Two
+//! stages, one folder, the shape of every processor folder:
 //!
-//! * [`model`] — the run facts ([`crate::facts`]).
+//! * [`config`] — the settings of both (`[runs]`, `[journal]`).
+//! * [`model`] — what they write: the run facts ([`crate::facts`]) and the windows.
+//! * [`state`] — what they keep in their stores.
+//! * [`wiring`] — their inputs, output ports and counted events, named.
 //! * [`runs`] — `[runs]`: Jobs and their Pods (keyed by Job UID) → one [`JobRun`] per
 //!   finished Job, with its container exit breakdown; also re-keyed by window for the journal.
-//! * [`wiring`] — the inputs, output ports and counted events of both, named.
-//! * [`tracked`] — how `[runs]` keeps a Job in state: trimmed once filed, binary UIDs.
 //! * [`window`] — `[journal]`: runs filed into tumbling windows on `job-runs.v1`.
+//! * `tracked`, `finish`, `datum` — how `[runs]` keeps a Job (trimmed once filed, binary
+//!   UIDs), reads a finished Job's run, and writes the records' Avro directly.
 
+pub mod config;
 mod datum;
 mod finish;
-/// The run facts, which live in [`crate::facts`] (shared with `[coverage]` and cleanup).
-pub use crate::facts as model;
+pub mod model;
 pub mod runs;
+pub mod state;
 mod tracked;
 pub mod window;
 pub mod wiring;
 
+pub use config::{JournalConfig, RunsConfig};
 pub use model::{ContainerExitCount, JobRun, OwnerKind, RunOwner, RunResult};
+pub use model::{JobRunWindow, JobRunWindowKey};
 pub use runs::Runs;
-pub use window::{JobRunWindow, JobRunWindowKey, Journal, JournalConfig};
+pub use window::Journal;
 
 #[cfg(test)]
 mod tests;

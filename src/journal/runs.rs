@@ -25,156 +25,26 @@
 //!   Dependents may sit in any partition, so the task also reads every partition of the
 //!   jobs topic (a global input) and keeps just the pending dependents.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use serde::{Deserialize, Serialize};
-
+use super::config::RunsConfig;
 use super::finish::owner_of;
 pub use super::finish::{ExitKey, finish, finished, run_of};
 use super::model::JobRun;
-use super::wiring::{RunsEvent, RunsIn, RunsOut};
+use super::state::{Dependent, Ended, Sweeps, TrackedJob};
+use super::wiring::{RunsEvent, RunsInput, RunsOut};
 use crate::{
     cleanup::{
-        CleanupConfig, CleanupDecision, JobRef,
+        CleanupDecision, JobRef,
         policy::{self, Keep, PendingDependents, Verdict},
     },
-    codec::{Codec, CodecError},
     observe::{
         JobObservation, Kind, ObservationEvent, PodObservation,
         model::{ContainerTermination, Job, Pod},
-        shape,
     },
     runtime::{
-        DecodeInput, EpochTable, Epoched, KvStore, OutputPort, Outputs, ProcessError, Processor, Reason,
-        RecordMeta, StateStore, StreamTime,
+        EpochTable, KvStore, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StateStore,
+        StreamTime,
     },
 };
-
-/// Settings of `[runs]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunsConfig {
-    /// How long after a Job is first seen finished it is filed, in milliseconds of stream
-    /// time (late Pod terminations still count).
-    pub settle_ms: i64,
-    /// The journal's window length, in milliseconds: runs are re-keyed by window for it.
-    pub window_length_ms: i64,
-    /// How long a Job observed gone is remembered, in milliseconds of stream time: Pods
-    /// deleted with it keep arriving and must not bring it back.
-    pub remember_gone_ms: i64,
-    /// The cleanup sweep.
-    pub cleanup: CleanupConfig,
-}
-
-impl Default for RunsConfig {
-    fn default() -> Self {
-        Self {
-            settle_ms: 5_000,
-            window_length_ms: super::window::JournalConfig::default().window_length_ms,
-            remember_gone_ms: 600_000,
-            cleanup: CleanupConfig::default(),
-        }
-    }
-}
-
-/// `[runs]`'s inputs, in order: `jobs.v1`, `pods.v1` (co-partitioned), then optionally
-/// `jobs.v1` again as a global input (every partition), for the dependency holds.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RunsInput {
-    /// A Job observation (or a marker or heartbeat of the jobs topic) of this partition.
-    Job(JobObservation),
-    /// A Pod observation (or a marker or heartbeat of the pods topic).
-    Pod(PodObservation),
-    /// A Job observation of any partition (the global input): only dependents are kept.
-    AnyJob(JobObservation),
-}
-
-impl DecodeInput for RunsInput {
-    async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
-        Ok(match RunsIn::of(input) {
-            Some(RunsIn::Jobs) => RunsInput::Job(codec.decode_direct(bytes).await?),
-            Some(RunsIn::Pods) => RunsInput::Pod(codec.decode_direct(bytes).await?),
-            Some(RunsIn::AllJobs) => RunsInput::AnyJob(codec.decode_direct(bytes).await?),
-            None => return Err(CodecError::UnknownInput { input }),
-        })
-    }
-
-    fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
-        match self {
-            RunsInput::Job(o) | RunsInput::AnyJob(o) => shape::job_shape(o).check(key, time_header),
-            RunsInput::Pod(o) => shape::pod_shape(o).check(key, time_header),
-        }
-    }
-}
-
-/// What `[runs]` keeps per Job UID.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TrackedJob {
-    /// The latest observation of the Job (absent while only its Pods were seen); trimmed
-    /// once the run is filed, stored with binary UIDs (`tracked.rs`).
-    #[serde(with = "super::tracked::job")]
-    pub job: Option<Job>,
-    /// Snapshot epoch of the latest observation of the Job.
-    pub epoch: i64,
-    /// Terminations of its Pods' containers, by (container, exit code, reason).
-    pub exits: BTreeMap<ExitKey, i64>,
-    /// Identities of the terminations counted (container ids).
-    pub seen: BTreeSet<String>,
-    /// When it was first seen finished (stream time), if it is.
-    pub finished_seen_at: Option<StreamTime>,
-    /// Whether its run was filed.
-    pub filed: bool,
-}
-
-impl Epoched for TrackedJob {
-    /// A Job seen only through its Pods was never listed itself: any relist ends it.
-    fn epoch(&self) -> Option<i64> {
-        self.job.as_ref().map(|_| self.epoch)
-    }
-}
-
-/// A Job `[runs]` no longer tracks: decided for removal (and maybe still in the cluster), or
-/// observed gone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Ended {
-    /// Snapshot epoch of its latest observation.
-    pub epoch: i64,
-    /// When it was observed gone (stream time); `None` while a decided Job may still exist.
-    pub gone_at: Option<StreamTime>,
-}
-
-impl Epoched for Ended {
-    fn epoch(&self) -> Option<i64> {
-        Some(self.epoch)
-    }
-}
-
-/// A pending Job that declares dependencies, from any partition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Dependent {
-    /// Partition of the jobs topic it was observed on (a relist there forgets it).
-    pub partition: i32,
-    /// Snapshot epoch of its latest observation.
-    pub epoch: i64,
-    /// Its namespace (where the names below are).
-    pub namespace: String,
-    /// The Jobs it depends on.
-    pub needs: Vec<String>,
-}
-
-impl Epoched for Dependent {
-    fn epoch(&self) -> Option<i64> {
-        Some(self.epoch)
-    }
-}
-
-/// Sweep bookkeeping.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Sweeps {
-    /// Index (stream time / period) of the period last swept.
-    pub period: i64,
-    /// Sweeps run so far in this partition: the decisions' `sweep`.
-    pub count: i64,
-}
 
 /// The `[runs]` processor of one task.
 #[derive(Debug)]

@@ -4,9 +4,10 @@
 use serde_json::{Value, json};
 
 use super::{
-    model::{JobRun, OwnerKind, RunResult},
-    runs::{Runs, RunsConfig},
-    window::{JobRunWindow, JobRunWindowKey, Journal, JournalConfig},
+    config::{JournalConfig, RunsConfig},
+    model::{JobRun, JobRunWindow, JobRunWindowKey, OwnerKind, RunResult},
+    runs::Runs,
+    window::Journal,
 };
 use crate::{
     codec::{Codec, Framing, RecordWriter},

@@ -196,7 +196,7 @@ fn uuid_bytes(text: &str) -> Option<[u8; 16]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::runs::{TrackedJob, finish};
+    use crate::journal::{runs::finish, state::TrackedJob};
     use crate::observe::model::JobCondition;
 
     fn job(uid: &str, owner_uid: &str) -> Job {

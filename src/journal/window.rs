@@ -25,111 +25,14 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::model::JobRun;
+use super::config::JournalConfig;
+use super::model::{JobRun, JobRunWindow, JobRunWindowKey};
+use super::state::WindowState;
 use super::wiring::{JournalEvent, JournalOut};
 use crate::codec::direct::{Datum, write_long};
 use crate::runtime::{
     KvStore, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StateStore, StreamTime,
 };
-
-/// Settings of `[journal]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct JournalConfig {
-    /// Window length, in milliseconds (tumbling, aligned to the epoch).
-    pub window_length_ms: i64,
-    /// How long after a window's end it becomes final, in milliseconds of stream time.
-    pub grace_ms: i64,
-    /// How long after a window's end a late run still re-opens it, in milliseconds.
-    pub retention_ms: i64,
-    /// Least stream time between two emissions of a changing window, in milliseconds.
-    pub emit_interval_ms: i64,
-    /// Windows of at most this many runs are emitted every `emit_interval_ms` while they
-    /// change; larger ones wait for growth (below).
-    pub eager_window_runs: u64,
-    /// A larger window is emitted again once the runs filed since its last emission are at
-    /// least this percentage of its runs…
-    pub emit_growth_percent: u64,
-    /// …or this much stream time has passed since its last emission, in milliseconds.
-    pub emit_max_delay_ms: i64,
-}
-
-impl Default for JournalConfig {
-    fn default() -> Self {
-        Self {
-            window_length_ms: 3_600_000,
-            grace_ms: 600_000,
-            retention_ms: 7 * 24 * 3_600_000,
-            emit_interval_ms: 10_000,
-            eager_window_runs: 1_000,
-            emit_growth_percent: 10,
-            emit_max_delay_ms: 300_000,
-        }
-    }
-}
-
-impl JournalConfig {
-    /// Start of the window holding `at`.
-    pub fn window_start(&self, at: i64) -> i64 {
-        at - at.rem_euclid(self.window_length_ms)
-    }
-}
-
-/// `io.kubefacts.v1.JobRunWindowKey`: the key of `job-runs.v1`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobRunWindowKey {
-    /// Window start, epoch ms.
-    pub window_start: i64,
-    /// Window length, ms.
-    pub window_length_ms: i64,
-}
-
-impl JobRunWindowKey {
-    /// Full name of the Avro record.
-    pub const FULL_NAME: &str = "io.kubefacts.v1.JobRunWindowKey";
-}
-
-/// `io.kubefacts.v1.JobRunWindow`: one window's journal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobRunWindow {
-    /// Window start, epoch ms.
-    pub window_start: i64,
-    /// Window length, ms.
-    pub window_length_ms: i64,
-    /// Increases with every emission for the window; the highest wins.
-    pub revision: i64,
-    /// Stream time had passed window end + grace at emission.
-    pub is_final: bool,
-    /// Stream time at emission.
-    pub stream_time: i64,
-    /// Every run of the window, sorted by `finished_at`, then `run_uid`.
-    pub runs: Vec<JobRun>,
-}
-
-impl JobRunWindow {
-    /// Full name of the Avro record.
-    pub const FULL_NAME: &str = "io.kubefacts.v1.JobRunWindow";
-}
-
-/// What `[journal]` keeps per window besides its runs (which are kept one by one, so a
-/// new run changes one small state entry, not the whole window).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WindowState {
-    /// Runs filed in the window.
-    pub runs: u64,
-    /// Revision of the last emission (0: never emitted).
-    pub revision: i64,
-    /// Stream time of the last emission.
-    pub emitted_at: Option<StreamTime>,
-    /// Changed since the last emission.
-    pub dirty: bool,
-    /// The last emission was final.
-    pub final_emitted: bool,
-    /// Runs filed (new or replaced) since the last emission.
-    pub changed: u64,
-}
 
 /// The `[journal]` processor of one task.
 #[derive(Debug)]

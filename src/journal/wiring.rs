@@ -1,7 +1,11 @@
 //! The inputs and output ports of `[runs]` and `[journal]`, named: each enum's order is the
 //! order the processor declares (`OUTPUTS`) or its stage lists its topics.
 
-use crate::runtime::{Event, Port};
+use crate::{
+    codec::{Codec, CodecError},
+    observe::{JobObservation, PodObservation, shape},
+    runtime::{DecodeInput, Event, Port, ProcessError},
+};
 
 /// `[runs]`'s output ports, in the order of [`super::Runs::OUTPUTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +121,36 @@ impl Event for JournalEvent {
             Self::RunsDuplicate => "runs_duplicate",
             Self::RunsFiled => "runs_filed",
             Self::RunsLate => "runs_late",
+        }
+    }
+}
+
+/// `[runs]`'s inputs, in order: `jobs.v1`, `pods.v1` (co-partitioned), then optionally
+/// `jobs.v1` again as a global input (every partition), for the dependency holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunsInput {
+    /// A Job observation (or a marker or heartbeat of the jobs topic) of this partition.
+    Job(JobObservation),
+    /// A Pod observation (or a marker or heartbeat of the pods topic).
+    Pod(PodObservation),
+    /// A Job observation of any partition (the global input): only dependents are kept.
+    AnyJob(JobObservation),
+}
+
+impl DecodeInput for RunsInput {
+    async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
+        Ok(match RunsIn::of(input) {
+            Some(RunsIn::Jobs) => RunsInput::Job(codec.decode_direct(bytes).await?),
+            Some(RunsIn::Pods) => RunsInput::Pod(codec.decode_direct(bytes).await?),
+            Some(RunsIn::AllJobs) => RunsInput::AnyJob(codec.decode_direct(bytes).await?),
+            None => return Err(CodecError::UnknownInput { input }),
+        })
+    }
+
+    fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
+        match self {
+            RunsInput::Job(o) | RunsInput::AnyJob(o) => shape::job_shape(o).check(key, time_header),
+            RunsInput::Pod(o) => shape::pod_shape(o).check(key, time_header),
         }
     }
 }

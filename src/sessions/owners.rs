@@ -6,38 +6,15 @@
 //! one under that owner, so a total is a sum of current values, never of deltas: a record
 //! seen twice changes nothing.
 
-use serde::{Deserialize, Serialize};
-
 use super::{
-    model::{OwnerRetainedCompute, SessionRetained},
-    wiring::{OwnersEvent, OwnersOut},
+    model::OwnerRetainedCompute,
+    state::Held,
+    wiring::{OwnersEvent, OwnersInput, OwnersOut},
 };
-use crate::{
-    codec::{Codec, CodecError},
-    runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
-        store::{KvStore, StateStore},
-    },
+use crate::runtime::{
+    OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
+    store::{KvStore, StateStore},
 };
-
-/// What one RETAINED session adds to its owner's total.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Held {
-    /// CPU request, millicores.
-    pub cpu_millicores: Option<i64>,
-    /// Memory request, bytes.
-    pub memory_bytes: Option<i64>,
-}
-
-/// `[session-owners]`'s input: what one session holds (keyed by owner).
-#[derive(Debug, Clone, PartialEq)]
-pub struct OwnersInput(pub SessionRetained);
-
-impl DecodeInput for OwnersInput {
-    async fn decode(_input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
-        Ok(OwnersInput(codec.decode_as(bytes).await?))
-    }
-}
 
 /// The `[session-owners]` processor: one per task.
 #[derive(Debug)]

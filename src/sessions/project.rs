@@ -10,133 +10,27 @@
 //! before its session, or a session that learns its Pod's UID later, ends in the same
 //! projection as any other order.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
 use super::{
+    config::SessionsConfig,
     model::{ContainerRequests, PodIdentity, SessionProjection, SessionRetained},
     quantity,
     retention::{PodEvidence, RetentionState, retention},
-    wiring::{SessionsEvent, SessionsIn, SessionsOut},
+    state::{SeenPod, Tracked},
+    wiring::{SessionsEvent, SessionsIn, SessionsInput, SessionsOut},
 };
 use crate::{
-    codec::{Codec, CodecError},
     observe::{
         Kind, ObservationEvent, PodObservation, SessionObservation,
-        model::{ContainerObservation, Pod, PodPhase, Session},
-        shape,
+        model::{ContainerObservation, Pod, Session},
     },
     runtime::{
-        DecodeInput, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
-        epoch::{EpochTable, Epoched},
+        OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StreamTime,
+        epoch::EpochTable,
         store::{KvStore, StateStore},
     },
 };
 
 pub use crate::observe::annotations::DEFAULT_CONTAINER_ANNOTATION;
-
-/// Settings of `[sessions]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SessionsConfig {
-    /// The annotation that names a session Pod's main container. Without it, a Pod with
-    /// exactly one container has that one as its main container; any other Pod has no
-    /// verified main container, so its requests are absent. Must be listed in
-    /// `[minimize].annotation_keys`.
-    pub main_container_annotation: String,
-    /// A session RELEASED for this long (stream time) is forgotten: its projection gets a
-    /// tombstone and its state is dropped, so sessions a host application never deletes do
-    /// not accumulate, in milliseconds; 0 keeps them until deleted.
-    pub forget_released_after_ms: i64,
-    /// Stream time between two sweeps for released sessions to forget, in milliseconds.
-    pub sweep_interval_ms: i64,
-}
-
-impl Default for SessionsConfig {
-    fn default() -> Self {
-        Self {
-            main_container_annotation: DEFAULT_CONTAINER_ANNOTATION.into(),
-            forget_released_after_ms: 7 * 24 * 3_600_000,
-            sweep_interval_ms: 5 * 60_000,
-        }
-    }
-}
-
-/// A Pod seen under a session id (its latest decoded observation).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SeenPod {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// `status.phase`.
-    pub phase: PodPhase,
-    /// `metadata.deletionTimestamp` is set.
-    pub deleting: bool,
-    /// Requests of its verified main container.
-    pub requests: ContainerRequests,
-    /// Snapshot epoch of the observation.
-    pub epoch: i64,
-    /// Deleted, or not re-listed by a relist.
-    pub gone: bool,
-    /// Position among the observations of this session id (orders Pods and failures).
-    pub seq: u64,
-}
-
-impl Epoched for SeenPod {
-    fn epoch(&self) -> Option<i64> {
-        Some(self.epoch)
-    }
-}
-
-/// What `[sessions]` keeps per session id.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tracked {
-    /// The latest session record; `None` while only Pods were seen (no row), or after the
-    /// host application deleted the session.
-    pub session: Option<Session>,
-    /// Every labelled Pod seen under this id, by UID.
-    pub pods: BTreeMap<String, SeenPod>,
-    /// Observations counted under this id (Pods and failed decodes).
-    pub seq: u64,
-    /// `seq` of the latest Pod observation that could not be decoded.
-    pub undecodable_seq: Option<u64>,
-    /// Revision of the latest projection emitted.
-    pub revision: i64,
-    /// The latest projection emitted, without stream time and revision.
-    pub emitted: Option<SessionProjection>,
-    /// The latest retained compute sent to the owner's total.
-    pub contributed: Option<SessionRetained>,
-    /// Stream time at which its emitted projection became RELEASED (`None` while not).
-    pub released_at: Option<i64>,
-}
-
-/// `[sessions]`'s inputs, in order: `sessions.v1`, `pods.v1` (co-partitioned).
-#[derive(Debug, Clone, PartialEq)]
-pub enum SessionsInput {
-    /// A session record from the host application.
-    Session(Box<SessionObservation>),
-    /// A Pod observation, marker or heartbeat.
-    Pod(Box<PodObservation>),
-}
-
-impl DecodeInput for SessionsInput {
-    async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
-        Ok(match SessionsIn::of(input) {
-            Some(SessionsIn::Sessions) => SessionsInput::Session(Box::new(codec.decode_as(bytes).await?)),
-            Some(SessionsIn::Pods) => SessionsInput::Pod(Box::new(codec.decode_direct(bytes).await?)),
-            None => return Err(CodecError::UnknownInput { input }),
-        })
-    }
-
-    fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
-        match self {
-            SessionsInput::Session(o) => shape::session_shape(o).check(key, time_header),
-            SessionsInput::Pod(o) => shape::pod_shape(o).check(key, time_header),
-        }
-    }
-}
 
 /// The `[sessions]` processor: one per task.
 #[derive(Debug)]

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use super::{
+    config::SessionsConfig,
     model::{ContainerRequests, OwnerRetainedCompute, SessionProjection, SessionRetained},
     owners::SessionOwners,
-    project::{DEFAULT_CONTAINER_ANNOTATION, Sessions, SessionsConfig},
+    project::{DEFAULT_CONTAINER_ANNOTATION, Sessions},
     retention::{PHASES, RetentionState as R, SESSION_STATES},
 };
 use crate::{

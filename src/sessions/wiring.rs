@@ -1,8 +1,12 @@
 //! The inputs and output ports of `[sessions]` and `[session-owners]`, named: each enum's
 //! order is the order the processor declares (`OUTPUTS`) or its stage lists its topics.
 
-use super::retention::RetentionState;
-use crate::runtime::{Event, Port};
+use super::{model::SessionRetained, retention::RetentionState};
+use crate::{
+    codec::{Codec, CodecError},
+    observe::{PodObservation, SessionObservation, shape},
+    runtime::{DecodeInput, Event, Port, ProcessError},
+};
 
 /// `[sessions]`'s output ports, in the order of [`super::Sessions::OUTPUTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +121,42 @@ impl Event for OwnersEvent {
             Self::Totals => "session_owners_totals",
             Self::EncodeFailed => "session_owners_encode_failed",
         }
+    }
+}
+
+/// `[sessions]`'s inputs, in order: `sessions.v1`, `pods.v1` (co-partitioned).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionsInput {
+    /// A session record from the host application.
+    Session(Box<SessionObservation>),
+    /// A Pod observation, marker or heartbeat.
+    Pod(Box<PodObservation>),
+}
+
+impl DecodeInput for SessionsInput {
+    async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
+        Ok(match SessionsIn::of(input) {
+            Some(SessionsIn::Sessions) => SessionsInput::Session(Box::new(codec.decode_as(bytes).await?)),
+            Some(SessionsIn::Pods) => SessionsInput::Pod(Box::new(codec.decode_direct(bytes).await?)),
+            None => return Err(CodecError::UnknownInput { input }),
+        })
+    }
+
+    fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
+        match self {
+            SessionsInput::Session(o) => shape::session_shape(o).check(key, time_header),
+            SessionsInput::Pod(o) => shape::pod_shape(o).check(key, time_header),
+        }
+    }
+}
+
+/// `[session-owners]`'s input: what one session holds (keyed by owner).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnersInput(pub SessionRetained);
+
+impl DecodeInput for OwnersInput {
+    async fn decode(_input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
+        Ok(OwnersInput(codec.decode_as(bytes).await?))
     }
 }
 
