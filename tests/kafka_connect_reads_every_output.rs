@@ -224,12 +224,12 @@ fn kafka_connect_and_python_read_every_output_record_keys_included() {
 
     // The Python reader a warehouse team copies.
     for t in &topics {
-        let out = Command::new(&infra.python)
+        let mut reader = Command::new(&infra.python);
+        reader
             .arg(repo_path("docs/examples/read_facts.py"))
             .args(["--bootstrap", bootstrap, "--registry", &infra.registry, "--topic", t])
-            .args(["--timestamps", "millis", "--until-idle"])
-            .output()
-            .unwrap();
+            .args(["--timestamps", "millis", "--until-idle"]);
+        let out = output_within(reader, Duration::from_secs(120), &format!("read_facts.py {t}"));
         assert!(out.status.success(), "read_facts.py {t}: {}", String::from_utf8_lossy(&out.stderr));
         let mine: Records =
             want.iter().filter(|((topic, ..), _)| topic == t).map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -237,6 +237,34 @@ fn kafka_connect_and_python_read_every_output_record_keys_included() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     println!("Connect and Python read every output record after {:?}", started.elapsed());
+}
+
+/// `cmd`'s output, or a panic naming `what` if it has not exited within `limit` (a stalled
+/// reader must fail the test, not hang it).
+fn output_within(mut cmd: Command, limit: Duration, what: &str) -> std::process::Output {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pipe = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            r.read_to_end(&mut buf).map(|_| buf).unwrap_or_default()
+        })
+    };
+    let stdout = pipe(Box::new(child.stdout.take().unwrap()));
+    let stderr = pipe(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
+            panic!("{what} did not exit within {limit:?}; stderr:\n{err}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::process::Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
 }
 
 mod rest {

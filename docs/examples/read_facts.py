@@ -33,7 +33,7 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
@@ -63,12 +63,17 @@ def main():
     if not args.registry:
         p.error("--registry (or KUBEFACTS_REGISTRY) is required")
 
-    registry = SchemaRegistryClient({"url": args.registry})
-    avro = AvroDeserializer(registry)  # no reader schema: decode with the writer schema
+    # A timeout, so an unanswered request fails instead of stalling the consumer forever.
+    registry = SchemaRegistryClient({"url": args.registry, "timeout": 30})
+    # kubefacts registers schemas under TopicNameStrategy (<topic>-key, <topic>-value). Naming
+    # it skips the client's default subject lookup through Confluent's associations endpoint,
+    # which other Confluent-compatible registries (Apicurio) do not serve.
+    conf = {"subject.name.strategy": topic_subject_name_strategy}
+    avro = AvroDeserializer(registry, conf=conf)  # no reader schema: decode with the writer schema
     values = avro
     if args.reader_schema:
         with open(args.reader_schema, encoding="utf-8") as f:
-            values = AvroDeserializer(registry, schema_str=f.read())
+            values = AvroDeserializer(registry, schema_str=f.read(), conf=conf)
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
