@@ -10,11 +10,14 @@ use rdkafka::{
     ClientConfig, ClientContext, Message, Offset, TopicPartitionList,
     consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance},
     error::KafkaError,
-    producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer},
+    producer::{DefaultProducerContext, Producer, ThreadedProducer},
 };
 
-use super::run::{Batch, CleanerError, CleanerRun, Output, Pending, kafka};
-use crate::runtime::{HEARTBEAT_HEADER, kafka::is_fenced};
+use super::run::{Batch, CleanerError, CleanerRun, Output, Pending};
+use crate::runtime::{
+    HEARTBEAT_HEADER,
+    kafka::{self, is_fenced},
+};
 
 /// Partitions of the decisions topic revoked by a rebalance, recorded by the consumer's
 /// callback (which runs inside `poll`) and applied to the batch being filled.
@@ -110,44 +113,13 @@ pub(super) fn commit(
     producer.commit_transaction(timeout)
 }
 
-/// Queues one record, waiting while librdkafka's queue is full.
+/// Queues one output record (the runtime's send: it waits while librdkafka's queue is full).
 pub(super) fn send(
     producer: &ThreadedProducer<DefaultProducerContext>,
     topic: &str,
     out: &Output,
 ) -> Result<(), KafkaError> {
-    let mut record: BaseRecord<'_, [u8], [u8]> =
-        BaseRecord::to(topic).partition(out.partition).timestamp(out.timestamp_ms).payload(&out.value);
-    if let Some(k) = &out.key {
-        record = record.key(k);
-    }
-    loop {
-        match producer.send(record) {
-            Ok(()) => return Ok(()),
-            Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), r)) => {
-                record = r;
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err((e, _)) => return Err(e),
-        }
-    }
-}
-
-/// Moves every assigned partition back to its committed offset: decisions polled but not
-/// applied (or applied in an aborted transaction) are read again.
-pub(super) fn rewind(consumer: &BaseConsumer<Revocations>) -> Result<(), CleanerError> {
-    let committed =
-        consumer.committed(Duration::from_secs(30)).map_err(kafka("reading committed offsets"))?;
-    for e in committed.elements() {
-        let offset = match e.offset() {
-            Offset::Offset(o) => Offset::Offset(o),
-            _ => Offset::Beginning,
-        };
-        consumer
-            .seek(e.topic(), e.partition(), offset, Duration::from_secs(30))
-            .map_err(kafka("rewinding"))?;
-    }
-    Ok(())
+    kafka::send(producer, topic, out.partition, out.key.as_deref(), Some(&out.value), out.timestamp_ms, None)
 }
 
 pub(super) fn client_config(run: &CleanerRun) -> ClientConfig {

@@ -29,7 +29,7 @@ pub use super::kube_calls::{Applied, apply};
 pub use super::run::{CleanerError, CleanerRun};
 use super::{
     RateLimiter,
-    kafka::{Revocations, client_config, commit, fenced_or, poll_batch, rewind},
+    kafka::{Revocations, client_config, commit, fenced_or, poll_batch},
     run::{Batch, Output, Pending, kafka},
     validate,
 };
@@ -41,7 +41,7 @@ use crate::{
     codec::{Codec, CodecError, RecordWriter},
     runtime::{
         deadletter::{self, DeadLetter, Reason, Source},
-        kafka::{RuntimeStats, group_consumer_config, is_fatal, lag, transactional_producer},
+        kafka::{RuntimeStats, group_consumer_config, is_fatal, lag, rewind, transactional_producer},
         partitioner::partition_for_key,
     },
 };
@@ -203,7 +203,7 @@ pub fn run_blocking(
             }
         }
         if !whole && !stop.load(Ordering::Relaxed) {
-            rewind(&consumer)?;
+            rewind(&consumer, |context, source| CleanerError::Kafka { context, source })?;
         }
     }
     consumer.unsubscribe();

@@ -10,6 +10,7 @@ use std::{
 use rdkafka::{
     ClientContext, Offset, TopicPartitionList,
     consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance},
+    error::KafkaError,
 };
 
 use super::{
@@ -149,10 +150,15 @@ fn wait_for_stable_offsets(
     Ok(())
 }
 
-/// Moves every assigned partition back to its committed offset (after an abort).
-pub(super) fn rewind(consumer: &BaseConsumer<RebalanceLog>) -> Result<(), RuntimeError> {
+/// Moves every assigned partition back to its committed offset (after an abort): what was
+/// polled but not committed is read again. `err` names the failing step (the runtime and
+/// the cleaner each wrap Kafka errors their own way).
+pub(crate) fn rewind<C: ConsumerContext, E>(
+    consumer: &BaseConsumer<C>,
+    err: impl Fn(&'static str, KafkaError) -> E,
+) -> Result<(), E> {
     let committed =
-        consumer.committed(Duration::from_secs(30)).map_err(kafka("reading committed offsets"))?;
+        consumer.committed(Duration::from_secs(30)).map_err(|e| err("reading committed offsets", e))?;
     for e in committed.elements() {
         let offset = match e.offset() {
             Offset::Offset(o) => Offset::Offset(o),
@@ -160,7 +166,7 @@ pub(super) fn rewind(consumer: &BaseConsumer<RebalanceLog>) -> Result<(), Runtim
         };
         consumer
             .seek(e.topic(), e.partition(), offset, Duration::from_secs(30))
-            .map_err(kafka("rewinding"))?;
+            .map_err(|e| err("rewinding", e))?;
     }
     Ok(())
 }

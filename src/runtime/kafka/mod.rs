@@ -39,6 +39,11 @@ mod transactions;
 use rdkafka::{ClientConfig, error::KafkaError};
 use thiserror::Error;
 
+pub(crate) use self::{
+    assign::rewind,
+    stats::lag,
+    transactions::{is_fatal, is_fenced, send, transactional_producer},
+};
 pub use self::{
     config::{Failpoint, FailpointAt, RuntimeConfig},
     restore::QuietEof,
@@ -47,10 +52,6 @@ pub use self::{
         EventLabels, OutcomeLabels, ReasonLabels, RuntimeStats, SecondsCounter, StageFamilies, StageLabels,
         TaskGauges, TopicLabels,
     },
-};
-pub(crate) use self::{
-    stats::lag,
-    transactions::{is_fatal, is_fenced, transactional_producer},
 };
 use crate::codec::CodecError;
 

@@ -377,7 +377,7 @@ where
                 for (_, slot) in std::mem::take(&mut tasks) {
                     factory.recycle(slot);
                 }
-                rewind(&consumer)?;
+                rewind(&consumer, |context, source| RuntimeError::Kafka { context, source })?;
                 tasks.extend(factory.create(&assigned)?);
                 reposition_globals(&global_consumer, &tasks, &factory.lanes, &all_topics)?;
             }

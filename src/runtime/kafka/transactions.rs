@@ -106,7 +106,7 @@ pub(super) fn headers(
 }
 
 /// Queues one record, waiting while librdkafka's queue is full.
-pub(super) fn send(
+pub(crate) fn send(
     producer: &ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
     topic: &str,
     partition: i32,
