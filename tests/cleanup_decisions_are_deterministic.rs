@@ -420,7 +420,14 @@ max_decisions_per_sweep = {CAP}
             .set("bootstrap.servers", &self.bootstrap)
             .set("group.id", format!("{}-runs", self.app))
             .set("enable.auto.commit", "false")
-            .set("isolation.level", "read_committed")
+            // read_uncommitted: librdkafka then fetches offsets without `require_stable`,
+            // so the broker answers with the last committed offsets instead of failing
+            // with UNSTABLE_OFFSET_COMMIT while any transaction holding offsets is open.
+            // Under read_committed nearly every probe failed while b committed 30-record
+            // transactions back to back: the share read 0 and then jumped, so a schedule
+            // meant for 45 % of the input could start at 90 % and come too late. The
+            // inputs are written before the run, so their ends are the same either way.
+            .set("isolation.level", "read_uncommitted")
             .create()
             .unwrap();
         let mut tpl = TopicPartitionList::new();
@@ -458,6 +465,15 @@ max_decisions_per_sweep = {CAP}
         let done: i64 = all.iter().map(|(_, _, committed, _)| committed.unwrap_or(0)).sum();
         let total: i64 = all.iter().map(|(_, _, _, end)| end).sum();
         done as f64 / total.max(1) as f64
+    }
+
+    /// The committed share of the input partition that is furthest ahead: every other
+    /// partition has at least `1 - this` of its records still to process.
+    fn lead_share(&self, inputs: &[String]) -> f64 {
+        let all = self.progress(inputs).unwrap_or_default();
+        all.iter()
+            .map(|(_, _, committed, end)| committed.unwrap_or(0) as f64 / (*end).max(1) as f64)
+            .fold(0.0, f64::max)
     }
 
     /// Waits until every input record is committed and the decisions stay put for 2 s.
@@ -499,6 +515,11 @@ max_decisions_per_sweep = {CAP}
 }
 
 /// SIGTERM, then wait: the instance finishes its transaction and leaves the group.
+/// Sends `signal` (`-STOP`, `-CONT`) to `child`.
+fn signal(child: &Instance, signal: &str) {
+    assert!(Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap().success());
+}
+
 fn terminate(child: &mut Instance) {
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -717,37 +738,58 @@ fn cleanup_decisions_are_identical_through_sigkills_and_rebalances() {
         let at_failpoint = is_stopped(pid);
         a.kill().unwrap(); // SIGKILL: its transaction stays open until a restarts
         a.wait().unwrap();
+        if !at_failpoint {
+            // Why the schedule came too late: this instance's whole log, and b's tail.
+            let log = run2.log_of("a");
+            let this = log.rfind("running stages").map_or(&log[..], |i| &log[i..]);
+            println!("a never reached {failpoint}; its log:\n{this}\n--- b:\n{}", run2.log_of("b"));
+        }
         println!(
-            "run 2: SIGKILLed a {} after {:?}, {:.0} % of the input committed",
+            "run 2: SIGKILLed a {} after {:?}, {:.0} % of the input committed ({:.0} % of the partition furthest \
+             ahead)",
             if at_failpoint { format!("at {failpoint}") } else { format!("before {failpoint}") },
             started.elapsed(),
-            100.0 * run2.committed_share(&inputs)
+            100.0 * run2.committed_share(&inputs),
+            100.0 * run2.lead_share(&inputs)
         );
     };
-    // Progress of the whole input (not of any one instance).
-    let wait_for_share = |share: f64| {
+    // Progress of the whole input (not of any one instance); with `lead`, of the partition
+    // furthest ahead. a joins at a lead share, so that whichever partitions it is given
+    // still hold most of their records. b works through partitions unevenly: at 45 % of
+    // the whole input one partition was once done already, a was given just that one and
+    // had nothing to commit (CI, 2026-12-02). At a lead of 40 % each partition still has
+    // at least 60 % of its records ahead, and b is paused while a joins (below).
+    let wait_for = |share: f64, lead: bool| {
         let deadline = Instant::now() + Duration::from_secs(60);
-        while run2.committed_share(&inputs) < share {
+        let progress = || if lead { run2.lead_share(&inputs) } else { run2.committed_share(&inputs) };
+        while progress() < share {
             assert!(Instant::now() < deadline, "run-2: {share} of the input within 60 s\n{}", run2.logs());
             std::thread::sleep(Duration::from_millis(200));
         }
     };
     // a alone, stopped inside its transaction n1 near the start and SIGKILLed. b joins (it
-    // takes every partition once the killed member's session expires). a joins while b
-    // runs (a rebalance mid-stream) and is SIGKILLed inside a transaction, twice, at a
-    // 15 % and at 45 % of the input; each time its partitions go back to b.
+    // takes every partition once the killed member's session expires). a joins mid-stream
+    // (a rebalance, with b paused for a moment) and is SIGKILLed inside a transaction,
+    // twice: it joins once the partition furthest ahead is 15 % and then 40 % through;
+    // each time its partitions go back to b.
     let failpoint = format!("before-commit:{}", 3 + rng.below(8));
     let mut a = run2.start("a", &["--failpoint", &failpoint]);
     kill_at_failpoint(&mut a, &failpoint);
     let mut b = run2.start("b", &[]);
-    for share in [0.15, 0.45] {
-        wait_for_share(share);
+    for share in [0.15, 0.40] {
+        wait_for(share, true);
         // Early in its life: the rest of the input goes fast once b owns it all.
         let failpoint = format!("before-commit:{}", 1 + rng.below(3));
+        // b stands still (SIGSTOP, like a GC pause, inside its 6 s session) while a starts
+        // and asks to join: b races through a partition in seconds, so that what a is
+        // given is still as the share left it. Resumed, b rejoins and the group rebalances.
+        signal(&b, "-STOP");
         a = run2.start("a", &["--failpoint", &failpoint]);
+        std::thread::sleep(Duration::from_millis(2_500));
+        signal(&b, "-CONT");
         kill_at_failpoint(&mut a, &failpoint);
     }
-    wait_for_share(0.65);
+    wait_for(0.65, false);
     // a back for good: it joins while b runs (a rebalance); once it owns partitions, b
     // leaves (its partitions move to a) and joins again (they move back).
     let before = assigned("a");
