@@ -19,7 +19,7 @@ use std::{
 use kubefacts::{
     cleanup::{CleanupConfig, CleanupDecision},
     codec::{Codec, Framing, RecordWriter},
-    journal::{JobRun, Runs, RunsConfig, wiring::RunsInput},
+    journal::{JobRun, Journal, JournalConfig, Runs, RunsConfig, wiring::RunsInput},
     observe::model::{
         ConditionStatus, ContainerObservation, ContainerTermination, Job, JobCondition, JobObservation,
         JobSpec, JobStatus, ObjectMeta, ObservationEvent, OwnerReference, Pod, PodObservation, PodPhase,
@@ -163,7 +163,7 @@ fn simulate(jobs: u64, days: i64, cluster: Cluster) -> Outcome {
     };
     let mut task = Task::new(
         0,
-        Runs::new(RunsConfig { cleanup, ..RunsConfig::default() }),
+        Runs::new(RunsConfig { cleanup, ..RunsConfig::default() }, Journal::input_key(&JournalConfig::default())),
         Outputs::new(writers, vec![1, 1, 1]),
     );
     let source = Source { cluster: "c".into(), instance: "w".into(), epoch: 1 };

@@ -81,7 +81,7 @@ fn main() {
         let started = cpu_secs();
         let r = rt
             .block_on(driver::run("runs", &codec, &[job_topic, pod_topic], outputs(), |_| {
-                Runs::new(RunsConfig::default())
+                Runs::new(RunsConfig::default(), Journal::input_key(&JournalConfig::default()))
             }))
             .unwrap();
         let runs_secs = cpu_secs() - started;

@@ -126,7 +126,7 @@ pub static STAGES: [Stage; 7] = [
         name: "runs",
         outputs: &Runs::OUTPUTS,
         stores: &["jobs", "due", "ended", "dependents", "sweeps", "job-contexts"],
-        build: &Make(|settings, _| Runs::new(runs_config(settings))),
+        build: &Make(|settings, _| Runs::new(runs_config(settings), Journal::input_key(&settings.journal))),
     },
     // [journal]: runs re-keyed by window -> windows of runs on job-runs.v1
     Stage {
@@ -377,11 +377,9 @@ pub async fn run_all_in_memory(
     Ok(reports)
 }
 
-/// `[runs]`'s settings from the pipeline: it re-keys runs by the journal's window length and
-/// runs the `[cleanup]` sweep.
+/// `[runs]`'s settings from the pipeline: it runs the `[cleanup]` sweep.
 fn runs_config(settings: &PipelineConfig) -> RunsConfig {
     RunsConfig {
-        window_length_ms: settings.journal.window_length_ms,
         cleanup: settings.cleanup.clone(),
         ..RunsConfig::default()
     }

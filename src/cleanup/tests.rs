@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::{CleanupConfig, CleanupDecision, RetentionSource};
 use crate::{
     codec::{Codec, Framing, RecordWriter},
-    journal::{JobRun, Runs, RunsConfig, wiring::RunsInput},
+    journal::{JobRun, Journal, JournalConfig, Runs, RunsConfig, wiring::RunsInput},
     observe::model::{
         ConditionStatus, Job, JobCondition, JobObservation, JobSpec, JobStatus, ObjectMeta, ObservationEvent,
         Source,
@@ -94,7 +94,7 @@ impl Harness {
             })
             .collect();
         let cfg = RunsConfig { cleanup, ..RunsConfig::default() };
-        let task = Task::new(0, Runs::new(cfg), Outputs::new(writers, vec![1, 1, 1]));
+        let task = Task::new(0, Runs::new(cfg, Journal::input_key(&JournalConfig::default())), Outputs::new(writers, vec![1, 1, 1]));
         Self {
             task,
             codec,

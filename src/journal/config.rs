@@ -10,8 +10,6 @@ pub struct RunsConfig {
     /// How long after a Job is first seen finished it is filed, in milliseconds of stream
     /// time (late Pod terminations still count).
     pub settle_ms: i64,
-    /// The journal's window length, in milliseconds: runs are re-keyed by window for it.
-    pub window_length_ms: i64,
     /// How long a Job observed gone is remembered, in milliseconds of stream time: Pods
     /// deleted with it keep arriving and must not bring it back.
     pub remember_gone_ms: i64,
@@ -23,7 +21,6 @@ impl Default for RunsConfig {
     fn default() -> Self {
         Self {
             settle_ms: 5_000,
-            window_length_ms: JournalConfig::default().window_length_ms,
             remember_gone_ms: 600_000,
             cleanup: CleanupConfig::default(),
         }

@@ -6,7 +6,7 @@
 //! * [`state`] — what they keep in their stores.
 //! * [`wiring`] — their inputs, output ports and counted events, named.
 //! * [`runs`] — `[runs]`: Jobs and their Pods (keyed by Job UID) → one [`JobRun`] per
-//!   finished Job, with its container exit breakdown; also re-keyed by window for the journal.
+//!   finished Job, with its container exit breakdown; also written keyed as the journal asks.
 //! * [`window`] — `[journal]`: runs filed into tumbling windows on `job-runs.v1`.
 //! * `tracked`, `finish`, `datum` — how `[runs]` keeps a Job (trimmed once filed, binary
 //!   UIDs), reads a finished Job's run, and writes the records' Avro directly.
@@ -25,7 +25,7 @@ pub use config::{JournalConfig, RunsConfig};
 pub use model::{ContainerExitCount, JobRun, OwnerKind, RunOwner, RunResult};
 pub use model::{JobRunWindow, JobRunWindowKey};
 pub use runs::Runs;
-pub use window::Journal;
+pub use window::{Journal, JournalInputKey};
 
 #[cfg(test)]
 mod tests;

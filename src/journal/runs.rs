@@ -30,6 +30,7 @@ use super::finish::owner_of;
 pub use super::finish::{ExitKey, finish, finished, run_of};
 use super::model::JobRun;
 use super::state::{Dependent, Ended, Sweeps, TrackedJob};
+use super::window::JournalInputKey;
 use super::wiring::{RunsEvent, RunsInput, RunsOut};
 use crate::{
     cleanup::{
@@ -50,6 +51,9 @@ use crate::{
 #[derive(Debug)]
 pub struct Runs {
     cfg: RunsConfig,
+    /// How `[journal]` wants `journal_repartition` keyed: applied here, where the runs are
+    /// written, but defined by the journal (`[runs]` knows no windows).
+    journal_key: JournalInputKey,
     jobs: EpochTable<String, TrackedJob>,
     /// (due stream time, Job UID) of finished Jobs waiting to be filed.
     due: KvStore<(StreamTime, String), ()>,
@@ -70,7 +74,7 @@ pub const MAX_CONTEXTS_PER_JOB: usize = 16;
 
 impl Runs {
     /// `[runs]`'s outputs: the run facts (keyed by owner UID; `[coverage]` reads them), and
-    /// the same runs re-keyed by journal window start for `[journal]` (an internal topic),
+    /// the same runs keyed as `[journal]` asks ([`JournalInputKey`]) on an internal topic,
     /// both carrying stream time. Third: the cleanup decisions (keyed by Job UID).
     pub const OUTPUTS: [OutputPort; 3] = [
         OutputPort {
@@ -99,10 +103,12 @@ impl Runs {
         },
     ];
 
-    /// A processor with empty state.
-    pub fn new(cfg: RunsConfig) -> Self {
+    /// A processor with empty state, writing `journal_repartition` keyed by `journal_key`
+    /// (from [`super::Journal::input_key`]).
+    pub fn new(cfg: RunsConfig, journal_key: JournalInputKey) -> Self {
         Self {
             cfg,
+            journal_key,
             jobs: EpochTable::new("jobs"),
             due: KvStore::new("due"),
             ended: EpochTable::new("ended"),
@@ -160,7 +166,7 @@ impl Runs {
             let mut tracked = self.jobs.get(&uid).cloned().unwrap_or_default();
             Self::observe(&self.cfg, &mut self.due, &mut tracked, &uid, job, obs.source.epoch, now);
             self.keep_context(&uid, context);
-            Self::file(&self.cfg, &uid, &mut tracked, &self.contexts, out)?;
+            Self::file(self.journal_key, &uid, &mut tracked, &self.contexts, out)?;
             self.evict(&uid, &tracked, Ended { epoch: obs.source.epoch, gone_at: Some(now) });
             return Ok(());
         }
@@ -244,7 +250,7 @@ impl Runs {
     /// Files `uid`'s run if it finished and is not filed yet.
     /// `tracked` changes only when the run was written (callers may update it in place).
     fn file(
-        cfg: &RunsConfig,
+        journal_key: JournalInputKey,
         uid: &str,
         tracked: &mut TrackedJob,
         contexts: &KvStore<String, Vec<String>>,
@@ -257,12 +263,11 @@ impl Runs {
             return Ok(());
         };
         out.count(RunsEvent::RunsFiled, 1);
-        let window = run.finished_at - run.finished_at.rem_euclid(cfg.window_length_ms);
         let encode_failed =
             |e| ProcessError { reason: Reason::EncodeFailed, detail: format!("run {uid}: {e}") };
         out.emit_direct(RunsOut::Facts, run.owner.uid.clone(), &run).map_err(encode_failed)?;
         Self::link(contexts, uid, out);
-        out.emit_direct(RunsOut::JournalRepartition, window.to_string(), &run).map_err(encode_failed)?;
+        out.emit_direct(RunsOut::JournalRepartition, journal_key.key(&run), &run).map_err(encode_failed)?;
         Self::link(contexts, uid, out);
         tracked.filed = true;
         // The breakdown now lives in the fact; later terminations are ignored.
@@ -295,7 +300,7 @@ impl Runs {
         // Not re-listed: deleted while unobserved (or Pods of a Job that is gone).
         for uid in self.jobs.unlisted(epoch) {
             if let Some(mut tracked) = self.jobs.get(&uid).cloned() {
-                Self::file(&self.cfg, &uid, &mut tracked, &self.contexts, out)?;
+                Self::file(self.journal_key, &uid, &mut tracked, &self.contexts, out)?;
                 self.evict(&uid, &tracked, Ended { epoch, gone_at: Some(now) });
             }
         }
@@ -397,7 +402,7 @@ impl Runs {
             let Some(mut tracked) = self.jobs.get(&uid).cloned() else { continue };
             // A Job expiring before it settled (a TTL of 0, say) is filed first: its run is
             // written before it may disappear.
-            if Self::file(&self.cfg, &uid, &mut tracked, &self.contexts, out).is_err() {
+            if Self::file(self.journal_key, &uid, &mut tracked, &self.contexts, out).is_err() {
                 continue;
             }
             let Some(job) = &tracked.job else { continue };
@@ -474,7 +479,7 @@ impl Processor for Runs {
             // Filed in place (no clone of the tracked Job); `file` changes it only once the
             // run is written, so a run that could not be encoded stays unfiled, in state.
             if let Some(tracked) = self.jobs.get_mut(&uid) {
-                let _ = Self::file(&self.cfg, &uid, tracked, &self.contexts, out);
+                let _ = Self::file(self.journal_key, &uid, tracked, &self.contexts, out);
             }
         }
         // A sweep when stream time enters a new period (none before the first period ends:

@@ -7,7 +7,7 @@ use super::{
     config::{JournalConfig, RunsConfig},
     model::{JobRun, JobRunWindow, JobRunWindowKey, OwnerKind, RunResult},
     runs::Runs,
-    window::Journal,
+    window::{Journal, JournalInputKey},
 };
 use crate::{
     codec::{Codec, Framing, RecordWriter},
@@ -54,8 +54,7 @@ struct Pipeline {
 
 async fn journal_of(events: Vec<(i64, &str, Value)>, journal: JournalConfig) -> Pipeline {
     let (runs, _, repartition, runs_counts) =
-        runs_full(events, RunsConfig { window_length_ms: journal.window_length_ms, ..RunsConfig::default() })
-            .await;
+        runs_full(events, RunsConfig::default(), Journal::input_key(&journal)).await;
     let codec = Codec::new(None).unwrap();
     let outputs = OutputTopics {
         writers: vec![writer(&codec, JobRunWindow::FULL_NAME)],
@@ -85,13 +84,14 @@ async fn journal_of(events: Vec<(i64, &str, Value)>, journal: JournalConfig) -> 
 }
 
 async fn runs_with(events: Vec<(i64, &str, Value)>, cfg: RunsConfig) -> (Vec<JobRun>, usize) {
-    let (runs, tracked, _, _) = runs_full(events, cfg).await;
+    let (runs, tracked, _, _) = runs_full(events, cfg, Journal::input_key(&JournalConfig::default())).await;
     (runs, tracked)
 }
 
 async fn runs_full(
     events: Vec<(i64, &str, Value)>,
     cfg: RunsConfig,
+    journal_key: JournalInputKey,
 ) -> (Vec<JobRun>, usize, MemTopic, std::collections::BTreeMap<&'static str, u64>) {
     let codec = Codec::new(None).unwrap();
     let mut lines: Vec<Value> = vec![json!({"type": "ADDED", "observed_at": T0 - 1_000, "object":
@@ -129,7 +129,7 @@ async fn runs_full(
         forward: OutputPort::forwarding(&Runs::OUTPUTS),
     };
     let mut tracked = 0;
-    let run = driver::run("runs", &codec, &[jobs, pods], outputs, |_| Runs::new(cfg.clone())).await.unwrap();
+    let run = driver::run("runs", &codec, &[jobs, pods], outputs, |_| Runs::new(cfg.clone(), journal_key)).await.unwrap();
     assert!(run.dead_letters.is_empty(), "{:?}", run.dead_letters);
     let mut out = Vec::new();
     for rec in run.outputs[0].partitions.iter().flatten().filter(|r| !r.heartbeat) {
@@ -469,6 +469,7 @@ async fn the_same_run_twice_changes_no_window() {
     let (_, _, mut repartition, _) = runs_full(
         vec![(T0 + 5 * MIN, "ADDED", done(60, T0 + 5 * MIN)), heartbeat_after(T0 + 6 * MIN)],
         RunsConfig::default(),
+        Journal::input_key(&JournalConfig::default()),
     )
     .await;
     // Replay the repartition log once more (a reprocessing after an abort, say).

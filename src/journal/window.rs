@@ -2,9 +2,9 @@
 //! `job-runs.v1` keyed by [`JobRunWindowKey`] — a compacted topic where each emission
 //! supersedes the last for its window.
 //!
-//! * Input: the runs `[runs]` re-keyed by window start onto the internal
-//!   `journal_repartition` topic, with `[runs]`'s stream time forwarded to every partition,
-//!   so windows close in a quiet cluster too.
+//! * Input: the runs `[runs]` writes onto the internal `journal_repartition` topic, keyed
+//!   as the journal asks ([`JournalInputKey`]: by window start), with `[runs]`'s stream
+//!   time forwarded to every partition, so windows close in a quiet cluster too.
 //! * A window holds every run filed in it, **by run UID**: a run seen again (relist, replay)
 //!   changes nothing; one that differs replaces its earlier version.
 //! * A changed window is emitted at most once per `emit_interval_ms` of stream time (a
@@ -34,6 +34,21 @@ use crate::runtime::{
     KvStore, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StateStore, StreamTime,
 };
 
+/// How `[journal]` wants its input keyed: by the start of the window a run finished in, so
+/// the runs of one window meet in one task. The writer upstream applies it, as the sink of
+/// a Kafka Streams `groupBy` does; the rule, and the window length, stay the journal's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalInputKey {
+    cfg: JournalConfig,
+}
+
+impl JournalInputKey {
+    /// The `journal_repartition` key of `run`: its window start, in decimal.
+    pub fn key(&self, run: &JobRun) -> String {
+        self.cfg.window_start(run.finished_at).to_string()
+    }
+}
+
 /// The `[journal]` processor of one task.
 #[derive(Debug)]
 pub struct Journal {
@@ -59,6 +74,11 @@ impl Journal {
         key_record: Some(JobRunWindowKey::FULL_NAME),
         stream_time_every_ms: None,
     }];
+
+    /// How a journal configured by `cfg` wants `journal_repartition` keyed.
+    pub fn input_key(cfg: &JournalConfig) -> JournalInputKey {
+        JournalInputKey { cfg: *cfg }
+    }
 
     /// A journal with empty state.
     pub fn new(cfg: JournalConfig) -> Self {
