@@ -15,7 +15,8 @@ use std::{
 
 use kubefacts::codec::Codec;
 use support::{
-    KillOnDrop, all_committed, default_stages, infra, outputs::compare_outputs, read_records, unique_name,
+    KillOnDrop, Scratch, all_committed, default_stages, infra, kubefacts_ok, outputs::compare_outputs, process_command,
+    read_records,
 };
 
 fn registry_pid() -> i32 {
@@ -42,25 +43,13 @@ impl Drop for Resume {
 fn a_paused_registry_delays_records_and_dead_letters_none() {
     let infra = infra();
     let bootstrap = infra.bootstrap.as_str();
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    let prefix = format!("{}.", unique_name("paused"));
-    let app = unique_name("paused-app");
-    let config = dir.join("pipeline.toml");
-    std::fs::write(
-        &config,
-        format!("[topics]\nprefix = \"{prefix}\"\n\n[process]\napplication_id = \"{app}\"\nsession_timeout_ms = 6000\n"),
-    )
-    .unwrap();
+    let scratch = Scratch::new("paused", "session_timeout_ms = 6000\n");
+    let (dir, prefix, app, config) =
+        (scratch.path(), scratch.prefix.clone(), scratch.app.clone(), scratch.config.clone());
     let config_arg = config.to_str().unwrap();
     let trace = dir.join("trace.jsonl");
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-            .args(args)
-            .env_remove("KUBEFACTS_REGISTRY")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        kubefacts_ok(args);
     };
     run(&[
         "simulate",
@@ -110,11 +99,8 @@ fn a_paused_registry_delays_records_and_dead_letters_none() {
     // The processor starts on empty inputs: it registers its outputs, looks nothing up.
     let log_path = dir.join("process.log");
     let log = std::fs::File::create(&log_path).unwrap();
-    let _process = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-        .args(["process", "--create-topics", "--config", config_arg, "--instance-id", "a"])
-        .args(["--bootstrap", bootstrap, "--registry", registry])
-        .env("RUST_LOG", "kubefacts=info")
-        .stdout(Stdio::null())
+    let _process = process_command("a", bootstrap)
+        .args(["--config", config_arg, "--registry", registry])
         .stderr(log)
         .spawn()
         .map(KillOnDrop)

@@ -34,7 +34,7 @@ use rdkafka::{
     producer::{FutureProducer, FutureRecord},
 };
 use support::{
-    all_committed, default_stages, infra, is_stopped, outputs::compare_outputs, read_records, unique_name,
+    Scratch, all_committed, default_stages, infra, is_stopped, kubefacts_ok, outputs::compare_outputs, read_records,
 };
 
 const PARTITIONS: i32 = 3;
@@ -42,17 +42,6 @@ const HOURS: u32 = 2;
 const SEED: u64 = 21;
 const MIN: i64 = 60_000;
 
-fn kubefacts(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-        .args(args)
-        .env_remove("KUBEFACTS_REGISTRY")
-        .env_remove("KUBEFACTS_BOOTSTRAP")
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "kubefacts {args:?} failed:\n{stderr}\n{stdout}");
-    format!("{stdout}{stderr}")
-}
 
 /// One bad record to produce, and the reason its dead letter must carry (`None`: any
 /// codec reason — the corpus).
@@ -335,23 +324,13 @@ fn bad_records_change_nothing_but_their_own_outcome() {
     let started = Instant::now();
     let infra = infra();
     let bootstrap = infra.bootstrap.as_str();
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    let prefix = format!("{}.", unique_name("bad"));
-    let app = unique_name("bad-app");
-    let config = dir.join("pipeline.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[topics]\nprefix = \"{prefix}\"\n\n[process]\napplication_id = \"{app}\"\nsession_timeout_ms = 6000\n\
-             max_batch_records = 100\n"
-        ),
-    )
-    .unwrap();
+    let scratch = Scratch::new("bad", "session_timeout_ms = 6000\nmax_batch_records = 100\n");
+    let (dir, prefix, app, config) =
+        (scratch.path(), scratch.prefix.clone(), scratch.app.clone(), scratch.config.clone());
     let config_arg = config.to_str().unwrap();
     let trace = dir.join("trace.jsonl");
     let (hours, seed) = (HOURS.to_string(), SEED.to_string());
-    kubefacts(&[
+    kubefacts_ok(&[
         "simulate",
         "--profile",
         "small",
@@ -365,7 +344,7 @@ fn bad_records_change_nothing_but_their_own_outcome() {
     let replay_dir = dir.join("replay");
     let replay_out = replay_dir.to_str().unwrap();
     let parts = PARTITIONS.to_string();
-    kubefacts(&[
+    kubefacts_ok(&[
         "replay",
         "--partitions",
         &parts,
@@ -399,7 +378,7 @@ fn bad_records_change_nothing_but_their_own_outcome() {
         "--config",
         config_arg,
     ];
-    kubefacts(&[&publish[..], &["--input", empty.to_str().unwrap()]].concat());
+    kubefacts_ok(&[&publish[..], &["--input", empty.to_str().unwrap()]].concat());
     let mut produced =
         produce(&rt, bootstrap, &topic, batch(&codec, &rt, &s, &mut rng, &[past, present, future], true));
 

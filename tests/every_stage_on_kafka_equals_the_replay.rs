@@ -17,29 +17,21 @@
 mod support;
 
 use std::{
-    process::Command,
     time::{Duration, Instant},
 };
 
 use kubefacts::codec::Codec;
 use serde_json::Value;
 use support::{
-    Stage, all_committed, default_stages, infra, is_stopped,
+    Scratch, Stage, all_committed, default_stages, infra, is_stopped, kubefacts_ok,
     outputs::{ByKey, compare_outputs},
-    read_records, unique_name,
+    read_records,
 };
 
 const PARTITIONS: &str = "3";
 const HOURS: &str = "4";
 const SEED: &str = "20";
 
-/// `kubefacts <args>`, which must succeed; its stdout and stderr.
-fn kubefacts(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts")).args(args).output().unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "kubefacts {args:?} failed:\n{stderr}\n{stdout}");
-    format!("{stdout}{stderr}")
-}
 
 /// Per window: how many revisions were final, and how many of those added runs after the
 /// first final one (runs filed late).
@@ -67,26 +59,16 @@ fn every_stage_on_kafka_equals_the_replay_through_sigkills() {
     let started = Instant::now();
     let infra = infra();
     let bootstrap = infra.bootstrap.as_str();
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    let prefix = format!("{}.", unique_name("stages"));
-    let app = unique_name("stages-app");
-    let config = dir.join("pipeline.toml");
     // The default pipeline (every stage) on this test's topics; small transactions, so an
     // instance commits many times and a failpoint lands mid-input.
-    std::fs::write(
-        &config,
-        format!(
-            "[topics]\nprefix = \"{prefix}\"\n\n[process]\napplication_id = \"{app}\"\nsession_timeout_ms = 6000\n\
-             max_batch_records = 100\n"
-        ),
-    )
-    .unwrap();
+    let scratch = Scratch::new("stages", "session_timeout_ms = 6000\nmax_batch_records = 100\n");
+    let (dir, prefix, app, config) =
+        (scratch.path(), scratch.prefix.clone(), scratch.app.clone(), scratch.config.clone());
     let config_arg = config.to_str().unwrap();
     let trace = dir.join("trace.jsonl");
     let trace_arg = trace.to_str().unwrap();
-    kubefacts(&["simulate", "--profile", "small", "--hours", HOURS, "--seed", SEED, "--output", trace_arg]);
-    let published = kubefacts(&[
+    kubefacts_ok(&["simulate", "--profile", "small", "--hours", HOURS, "--seed", SEED, "--output", trace_arg]);
+    let published = kubefacts_ok(&[
         "publish",
         "--create-topics",
         "--partitions",
@@ -98,10 +80,11 @@ fn every_stage_on_kafka_equals_the_replay_through_sigkills() {
         trace_arg,
         "--config",
         config_arg,
-    ]);
+    ])
+    .all();
     assert!(published.contains("publish: finished the trace as a quiet cluster would"), "{published}");
     let replay_dir = dir.join("replay");
-    kubefacts(&[
+    kubefacts_ok(&[
         "replay",
         "--partitions",
         PARTITIONS,

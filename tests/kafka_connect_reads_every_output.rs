@@ -25,7 +25,9 @@ use kubefacts::codec::{
     json::{Timestamps, to_json},
 };
 use serde_json::Value;
-use support::{KillOnDrop, all_committed, default_stages, infra, read_records, repo_path, unique_name};
+use support::{
+    KillOnDrop, Scratch, all_committed, default_stages, infra, kubefacts_ok, read_records, repo_path, unique_name,
+};
 
 const OUTPUTS: [&str; 6] = [
     "job-run-facts.v1",
@@ -36,12 +38,6 @@ const OUTPUTS: [&str; 6] = [
     "retained-compute-by-owner.v1",
 ];
 
-fn kubefacts(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts")).args(args).output().unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "kubefacts {args:?} failed:\n{stderr}\n{stdout}");
-    stdout.into_owned()
-}
 
 /// (topic, partition, offset) → (key, value) as our decoder reads them (epoch milliseconds).
 type Records = BTreeMap<(String, i32, i64), (Value, Value)>;
@@ -109,19 +105,12 @@ fn kafka_connect_and_python_read_every_output_record_keys_included() {
         "{connect_lib}: no Connect jars"
     );
     let bootstrap = infra.bootstrap.as_str();
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    let prefix = format!("{}.", unique_name("connect"));
-    let app = unique_name("connect-app");
-    let config = dir.join("pipeline.toml");
-    std::fs::write(
-        &config,
-        format!("[topics]\nprefix = \"{prefix}\"\n\n[process]\napplication_id = \"{app}\"\n"),
-    )
-    .unwrap();
+    let scratch = Scratch::new("connect", "");
+    let (dir, prefix, app, config) =
+        (scratch.path(), scratch.prefix.clone(), scratch.app.clone(), scratch.config.clone());
     let (config, trace) = (config.to_str().unwrap().to_owned(), dir.join("trace.jsonl"));
     let trace = trace.to_str().unwrap();
-    kubefacts(&["simulate", "--profile", "small", "--hours", "3", "--seed", "4", "--output", trace]);
+    kubefacts_ok(&["simulate", "--profile", "small", "--hours", "3", "--seed", "4", "--output", trace]);
     // One CronJob deleted at the end: `[coverage]` forgets it, a tombstone on its state log.
     let text = std::fs::read_to_string(trace).unwrap();
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();

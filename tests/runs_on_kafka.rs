@@ -6,7 +6,7 @@
 mod support;
 
 use std::{
-    process::{Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -15,7 +15,7 @@ use kubefacts::{
     codec::{Codec, json::rfc3339_millis},
     journal::JobRun,
 };
-use support::{KillOnDrop, infra, read_topic, repo_path, unique_name};
+use support::{KillOnDrop, infra, process_command, read_topic, repo_path, unique_name};
 
 /// The runs in a JSON-lines file written by `replay`, as canonical JSON strings.
 fn replayed_runs(dir: &std::path::Path, topic: &str) -> Vec<String> {
@@ -65,19 +65,9 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
 
     let facts = format!("{prefix}job-run-facts.v1");
     let log = dir.path().join("process.log");
-    let process = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-        .args([
-            "process",
-            "--create-topics",
-            "--instance-id",
-            "a",
-            "--bootstrap",
-            &infra.bootstrap,
-            "--config",
-        ])
+    let process = process_command("a", &infra.bootstrap)
+        .arg("--config")
         .arg(&config)
-        .env("RUST_LOG", "kubefacts=info")
-        .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();

@@ -7,7 +7,7 @@ mod support;
 use std::{
     collections::BTreeMap,
     path::PathBuf,
-    process::{Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -26,7 +26,9 @@ use rdkafka::{
     message::{Header, Headers, OwnedHeaders},
     producer::{BaseRecord, Producer, ThreadedProducer},
 };
-use support::{Infra, KillOnDrop as Instance, free_port, infra, unique_name};
+use support::{
+    Infra, KillOnDrop as Instance, append_log, free_port, infra, log_tails, process_command, unique_name,
+};
 
 const PARTITIONS: i32 = 3;
 
@@ -206,23 +208,16 @@ impl Pipeline {
     /// Runs `kubefacts process` with `args` plus this pipeline's application, dead-letter
     /// topic and broker, logging to `<logs>/<instance>.log`.
     fn spawn(&self, infra: &Infra, instance: &str, args: &[&str]) -> Instance {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.logs.join(format!("{instance}.log")))
-            .unwrap();
-        Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-            .args(["process", "--create-topics", "--partitions", "3"])
+        process_command(instance, &infra.bootstrap)
+            .args(["--partitions", "3"])
             .args(args)
             .args(["--dead-letter", &self.dead_letter])
-            .args(["--application-id", &self.app, "--instance-id", instance, "--bootstrap", &infra.bootstrap])
+            .args(["--application-id", &self.app])
             .args(["--session-timeout-ms", "6000"])
-            .env("RUST_LOG", "kubefacts=info")
             // No span export: the runtime forwards input trace headers as they are.
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .stdout(Stdio::null())
-            .stderr(log)
+            .stderr(append_log(&self.logs.join(format!("{instance}.log"))))
             .spawn()
             .map(Instance)
             .unwrap()
@@ -258,15 +253,7 @@ impl Pipeline {
     }
 
     fn logs(&self) -> String {
-        let mut all = String::new();
-        for e in std::fs::read_dir(&self.logs).unwrap() {
-            let p = e.unwrap().path();
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(15).collect();
-            all +=
-                &format!("--- {}\n{}\n", p.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
-        }
-        all
+        log_tails(&self.logs, 15)
     }
 }
 

@@ -15,13 +15,12 @@ mod support;
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::Path,
-    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use kubefacts::codec::json::rfc3339_millis;
 use serde_json::{Value, json};
-use support::{Infra, KillOnDrop, infra, read_topic, repo_path, unique_name};
+use support::{Infra, KillOnDrop, infra, kubefacts_ok, process_command, read_topic, repo_path, unique_name};
 
 const PARTITIONS: &str = "3";
 /// The simulated trace: the small profile's 12 sessions, every retention state it produces
@@ -29,17 +28,6 @@ const PARTITIONS: &str = "3";
 const HOURS: &str = "4";
 const SEED: &str = "1";
 
-/// `kubefacts <args>`, which must succeed; its stdout.
-fn kubefacts(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts")).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "kubefacts {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Splits a trace: what the sessions stage reads goes to `kept` (Namespaces too: admission
 /// holds a Pod until its Namespace is seen), SESSION lines become `session-event --from-file`
@@ -194,7 +182,7 @@ async fn session_projections_on_kafka_equal_the_in_memory_replay() {
     let hours: i64 = HOURS.parse().unwrap();
     let start = jiff::Timestamp::now().as_second() / 3600 * 3600 - hours * 3600;
     let start = jiff::Timestamp::from_second(start).unwrap().to_string();
-    kubefacts(&[
+    kubefacts_ok(&[
         "simulate",
         "--profile",
         "small",
@@ -237,16 +225,13 @@ async fn session_projections_on_kafka_equal_the_in_memory_replay() {
         config_arg,
     ];
     let (sessions_arg, kept_arg) = (sessions_file.to_str().unwrap(), kept.to_str().unwrap());
-    let sev = kubefacts(&[&["session-event"][..], &common, &["--from-file", sessions_arg]].concat());
+    let sev = kubefacts_ok(&[&["session-event"][..], &common, &["--from-file", sessions_arg]].concat()).stdout;
     assert_eq!(sev.lines().filter(|l| l.starts_with("session-event: ")).count(), session_lines, "{sev}");
-    kubefacts(&[&["publish"][..], &common, &["--input", kept_arg]].concat());
+    kubefacts_ok(&[&["publish"][..], &common, &["--input", kept_arg]].concat());
 
     let log = dir.path().join("process.log");
-    let process = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-        .args(["process", "--create-topics", "--instance-id", "a", "--bootstrap", &infra.bootstrap])
+    let process = process_command("a", &infra.bootstrap)
         .args(["--registry", &infra.registry, "--config", config_arg])
-        .env("RUST_LOG", "kubefacts=info")
-        .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
@@ -254,7 +239,7 @@ async fn session_projections_on_kafka_equal_the_in_memory_replay() {
 
     // In memory, the same trace and pipeline.
     let replay_dir = dir.path().join("replay");
-    kubefacts(&[
+    kubefacts_ok(&[
         "replay",
         "--partitions",
         PARTITIONS,

@@ -8,7 +8,7 @@ mod support;
 
 use std::{
     io::Read,
-    process::{Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -22,7 +22,7 @@ use rdkafka::{
     client::DefaultClientContext,
     consumer::{BaseConsumer, Consumer},
 };
-use support::{KillOnDrop, infra, repo_path, unique_name};
+use support::{KillOnDrop, infra, process_command, repo_path, unique_name};
 
 type Admin = AdminClient<DefaultClientContext>;
 
@@ -72,12 +72,9 @@ async fn created_topics_follow_the_table_and_a_contradicting_one_is_reported() {
     ensure_topics(&admin, &[week], true).await.unwrap();
 
     let log = dir.path().join("process.log");
-    let process = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-        .args(["process", "--create-topics", "--instance-id", "a", "--bootstrap", &infra.bootstrap])
+    let process = process_command("a", &infra.bootstrap)
         .arg("--config")
         .arg(&config)
-        .env("RUST_LOG", "kubefacts=info")
-        .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();

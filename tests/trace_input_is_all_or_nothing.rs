@@ -4,9 +4,9 @@
 
 mod support;
 
-use std::{path::Path, process::Command};
+use std::path::Path;
 
-use support::{infra, unique_name};
+use support::{infra, kubefacts_output, unique_name};
 
 /// The bad lines, each with what its report must say.
 const BAD: [(&[u8], &str); 5] = [
@@ -20,20 +20,12 @@ const BAD: [(&[u8], &str); 5] = [
     (b"{\"type\":\"ADDED\",\"observed_at\":1793491200000,\"object\":null}", "missing field object"),
 ];
 
-fn kubefacts(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-        .args(args)
-        .env_remove("KUBEFACTS_BOOTSTRAP")
-        .env_remove("KUBEFACTS_REGISTRY")
-        .output()
-        .unwrap()
-}
 
 /// A small simulated trace, and the same with the bad lines spread through its middle:
 /// (good, bad, the 1-based line of each bad line in the bad file).
 fn traces(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, Vec<usize>) {
     let good = dir.join("good.jsonl");
-    let out = kubefacts(&[
+    let out = kubefacts_output(&[
         "simulate",
         "--profile",
         "small",
@@ -94,9 +86,9 @@ fn replay_reads_every_other_line_and_exits_non_zero() {
     let (good, bad, at) = traces(dir.path());
     let (good_out, bad_out) = (dir.path().join("good-out"), dir.path().join("bad-out"));
     let ok =
-        kubefacts(&["replay", "--input", good.to_str().unwrap(), "--output", good_out.to_str().unwrap()]);
+        kubefacts_output(&["replay", "--input", good.to_str().unwrap(), "--output", good_out.to_str().unwrap()]);
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-    let out = kubefacts(&["replay", "--input", bad.to_str().unwrap(), "--output", bad_out.to_str().unwrap()]);
+    let out = kubefacts_output(&["replay", "--input", bad.to_str().unwrap(), "--output", bad_out.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let entries = summary_entries(&stdout, "replay");
     assert_eq!(
@@ -124,7 +116,7 @@ fn publish_publishes_every_other_line_and_exits_non_zero() {
     let publish = |prefix: &str, input: &Path| {
         let config = dir.path().join(format!("{prefix}toml"));
         std::fs::write(&config, format!("[topics]\nprefix = \"{prefix}\"\n")).unwrap();
-        kubefacts(&[
+        kubefacts_output(&[
             "publish",
             "--create-topics",
             "--bootstrap",

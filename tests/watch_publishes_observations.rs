@@ -50,16 +50,7 @@ impl World {
         let kube = FakeKube::start().await;
         let dir = tempfile::tempdir().unwrap();
         let prefix = format!("{}.", unique_name("watch"));
-        std::fs::write(
-            dir.path().join("kubeconfig"),
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
-                 users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context:\n    cluster: fake\n    user: u\n\
-                 current-context: c\n",
-                kube.url()
-            ),
-        )
-        .unwrap();
+        kube.write_kubeconfig(&dir.path().join("kubeconfig"));
         std::fs::write(
             dir.path().join("pipeline.toml"),
             format!(

@@ -6,10 +6,7 @@ use std::{path::PathBuf, time::Duration};
 use anyhow::{Context, bail};
 use clap::Args;
 
-use kubefacts::{
-    alerts::{AlertsRun, ForwarderConfig, shell},
-    config::PipelineConfig,
-};
+use kubefacts::alerts::{AlertsRun, ForwarderConfig, shell};
 
 /// Arguments of `kubefacts alerts`.
 #[derive(Debug, Args)]
@@ -44,10 +41,7 @@ pub struct AlertsArgs {
 }
 
 pub(super) async fn run(args: AlertsArgs) -> anyhow::Result<()> {
-    let pipeline = match &args.config {
-        Some(path) => PipelineConfig::load(path)?,
-        None => PipelineConfig::embedded_default()?,
-    };
+    let pipeline = super::load_pipeline(args.config.as_deref())?;
     if args.severity.is_empty() {
         bail!("--severity must not be empty");
     }

@@ -13,16 +13,9 @@ use std::{
 
 use anyhow::Context;
 use clap::Args;
-use rdkafka::{
-    ClientConfig,
-    admin::AdminClient,
-    client::DefaultClientContext,
-    consumer::{BaseConsumer, Consumer},
-};
 
 use kubefacts::{
     cleanup::cleaner::shell::{self, CleanerRun},
-    config::PipelineConfig,
     metrics::{Metrics, MetricsServer},
     runtime::{
         kafka::RuntimeStats,
@@ -73,10 +66,7 @@ pub struct CleanerArgs {
 }
 
 pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
-    let mut pipeline = match &args.config {
-        Some(path) => PipelineConfig::load(path)?,
-        None => PipelineConfig::embedded_default()?,
-    };
+    let mut pipeline = super::load_pipeline(args.config.as_deref())?;
     if let Some(n) = args.max_deletes_per_sec {
         pipeline.cleaner.max_deletes_per_sec = n;
     }
@@ -90,9 +80,7 @@ pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
             .application_id
             .clone()
             .unwrap_or_else(|| pipeline.process.application_id.clone()),
-        instance_id: args.instance_id.clone().unwrap_or_else(|| {
-            std::env::var("HOSTNAME").unwrap_or_else(|_| format!("pid-{}", std::process::id()))
-        }),
+        instance_id: super::instance_name(args.instance_id.as_deref()),
         dry_run: !args.apply,
         decisions: topics.full(&topics.cleanup_decisions),
         outcomes: topics.full(&topics.cleanup_outcomes),
@@ -104,17 +92,7 @@ pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
     let partitions = args.partitions.unwrap_or(pipeline.process.partitions);
     prepare_topics(&run, &pipeline.topics, args.create_topics, partitions).await?;
 
-    let kube_config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
-        }
-        None => {
-            kube::Config::infer().await.context("no Kubernetes configuration (kubeconfig or in-cluster)")?
-        }
-    };
-    let client = cleaner_client(kube_config, &run)?;
+    let client = cleaner_client(super::kube_config(args.kubeconfig.as_deref()).await?, &run)?;
 
     let metrics = Metrics::new();
     let stats = metrics.stage(shell::STAGE);
@@ -193,15 +171,11 @@ async fn prepare_topics(
     create: bool,
     partitions: i32,
 ) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", &run.bootstrap).create()?;
-    let probe: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &run.bootstrap).create()?;
-    let metadata = tokio::task::block_in_place(|| probe.fetch_metadata(None, Duration::from_secs(30)))
-        .with_context(|| format!("reading topic metadata from {}", run.bootstrap))?;
-    let existing: Vec<&str> = metadata.topics().iter().map(|t| t.name()).collect();
+    let admin = super::admin_client(&run.bootstrap)?;
+    let existing = super::existing_topics(&run.bootstrap)?;
     let specs: Vec<TopicSpec> = [&run.decisions, &run.outcomes, &run.dead_letter]
         .into_iter()
-        .filter(|t| !existing.contains(&t.as_str()))
+        .filter(|t| !existing.contains(t))
         .map(|t| topics.spec(t, partitions, false))
         .collect();
     ensure_topics(&admin, &specs, create).await?;

@@ -74,8 +74,7 @@ impl InputTopicArgs {
         if !self.create_topics {
             return Ok(());
         }
-        let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
-            rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
+        let admin = admin_client(bootstrap)?;
         let specs: Vec<kubefacts::runtime::topics::TopicSpec> = kubefacts::observe::InputTopic::ALL
             .iter()
             .map(|t| topics.spec(&t.topic_name(topics), self.partitions, false))
@@ -83,6 +82,54 @@ impl InputTopicArgs {
         kubefacts::runtime::topics::ensure_topics(&admin, &specs, true).await?;
         Ok(())
     }
+}
+
+/// The pipeline file at `path`, or the embedded pipelines/default.toml.
+fn load_pipeline(path: Option<&std::path::Path>) -> anyhow::Result<kubefacts::config::PipelineConfig> {
+    Ok(match path {
+        Some(path) => kubefacts::config::PipelineConfig::load(path)?,
+        None => kubefacts::config::PipelineConfig::embedded_default()?,
+    })
+}
+
+/// This replica's name: `given`, else the host name (the Pod name in a Deployment), else
+/// `pid-<pid>`.
+fn instance_name(given: Option<&str>) -> String {
+    given.map(str::to_owned).unwrap_or_else(|| {
+        std::env::var("HOSTNAME").unwrap_or_else(|_| format!("pid-{}", std::process::id()))
+    })
+}
+
+/// How to reach the Kubernetes API: `kubeconfig` when given, else the in-cluster
+/// configuration, else $KUBECONFIG or ~/.kube/config.
+async fn kube_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
+    use anyhow::Context;
+    match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)
+        }
+        None => kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig)"),
+    }
+}
+
+/// An admin client of the brokers at `bootstrap`.
+fn admin_client(
+    bootstrap: &str,
+) -> anyhow::Result<rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>> {
+    Ok(rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create()?)
+}
+
+/// The names of the topics on the brokers at `bootstrap`.
+fn existing_topics(bootstrap: &str) -> anyhow::Result<Vec<String>> {
+    use anyhow::Context;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let probe: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
+    let metadata =
+        tokio::task::block_in_place(|| probe.fetch_metadata(None, std::time::Duration::from_secs(30)))
+            .with_context(|| format!("reading topic metadata from {bootstrap}"))?;
+    Ok(metadata.topics().iter().map(|t| t.name().to_owned()).collect())
 }
 
 /// Kubernetes observations to versioned, exactly-once Avro facts on Kafka.

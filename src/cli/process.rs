@@ -18,15 +18,13 @@ use anyhow::{Context, bail};
 use clap::Args;
 use rdkafka::{
     ClientConfig,
-    admin::AdminClient,
-    client::DefaultClientContext,
     consumer::{BaseConsumer, Consumer},
 };
 use tokio::task::JoinSet;
 
 use kubefacts::pipeline::Stage as StageDef;
 use kubefacts::{
-    config::{PipelineConfig, ProcessConfig, StageConfig},
+    config::{ProcessConfig, StageConfig},
     metrics::{Metrics, MetricsServer},
     runtime::{
         kafka::{Failpoint, RuntimeConfig, RuntimeStats},
@@ -109,10 +107,7 @@ struct Stage {
 }
 
 pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
-    let pipeline = match &args.config {
-        Some(path) => PipelineConfig::load(path)?,
-        None => PipelineConfig::embedded_default()?,
-    };
+    let pipeline = super::load_pipeline(args.config.as_deref())?;
     let settings = settings(&pipeline.process, &args);
     let stages: Vec<StageConfig> = match (&args.config, args.processor) {
         (Some(path), _) if pipeline.process.stages.is_empty() => bail!(
@@ -130,10 +125,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         }],
         (None, None) => bail!("give --config or --processor"),
     };
-    let instance_id = match args.instance_id.clone() {
-        Some(id) => id,
-        None => std::env::var("HOSTNAME").unwrap_or_else(|_| format!("pid-{}", std::process::id())),
-    };
+    let instance_id = super::instance_name(args.instance_id.as_deref());
     let dead_letter =
         args.dead_letter.clone().unwrap_or_else(|| pipeline.topics.full(&pipeline.topics.dead_letter));
 
@@ -262,12 +254,11 @@ async fn prepare_topics(
     topics: &kubefacts::config::TopicsConfig,
 ) -> anyhow::Result<()> {
     let (create, partitions) = (settings.create_topics, settings.partitions);
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", &cfg.bootstrap).create()?;
+    let admin = super::admin_client(&cfg.bootstrap)?;
     let probe: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &cfg.bootstrap).create()?;
     let fetch = || tokio::task::block_in_place(|| probe.fetch_metadata(None, Duration::from_secs(30)));
     // Global inputs may have any partition count: only a missing one is created (or reported).
-    let existing: Vec<String> = fetch()?.topics().iter().map(|t| t.name().to_owned()).collect();
+    let existing = super::existing_topics(&cfg.bootstrap)?;
     let mut specs: Vec<TopicSpec> = cfg.inputs.iter().map(|t| topics.spec(t, partitions, false)).collect();
     specs.extend(
         cfg.globals.iter().filter(|g| !existing.contains(g)).map(|t| topics.spec(t, partitions, false)),

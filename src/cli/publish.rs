@@ -10,7 +10,6 @@ use super::{
     progress::Progress,
 };
 use kubefacts::{
-    config::PipelineConfig,
     observe::{Observer, model::Source},
     watch::Publisher,
 };
@@ -40,10 +39,7 @@ pub struct PublishArgs {
 
 pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let config = match &args.config {
-        Some(p) => PipelineConfig::load(p)?,
-        None => PipelineConfig::embedded_default()?,
-    };
+    let config = super::load_pipeline(args.config.as_deref())?;
     let trace = TraceFile::open(&args.input)?;
     args.topics.ensure(&args.kafka.bootstrap, &config.topics).await?;
     let codec = args.kafka.codec()?;
@@ -109,8 +105,7 @@ struct RetentionGuard {
 
 impl RetentionGuard {
     async fn read(bootstrap: &str, topics: &kubefacts::config::TopicsConfig) -> anyhow::Result<Self> {
-        let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
-            rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
+        let admin = super::admin_client(bootstrap)?;
         let names: Vec<(kubefacts::observe::InputTopic, String)> =
             kubefacts::observe::InputTopic::ALL.iter().map(|t| (*t, t.topic_name(topics))).collect();
         let refs: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();

@@ -19,7 +19,6 @@ use kubefacts::{
         Codec,
         json::{Timestamps, to_json},
     },
-    config::PipelineConfig,
     observe::memory::MemInputs,
     observe::{Observer, model::Source},
     pipeline::run_all_in_memory,
@@ -53,10 +52,7 @@ pub struct ReplayArgs {
 
 pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let config = match &args.config {
-        Some(p) => PipelineConfig::load(p)?,
-        None => PipelineConfig::embedded_default()?,
-    };
+    let config = super::load_pipeline(args.config.as_deref())?;
     let trace = TraceFile::open(&args.input)?;
     let codec = Codec::new(None)?;
     let mut inputs = MemInputs::new(&codec, &config.topics, args.partitions)?;

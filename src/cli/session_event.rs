@@ -12,7 +12,6 @@ use clap::Args;
 use serde::Deserialize;
 
 use kubefacts::{
-    config::PipelineConfig,
     observe::{
         InputTopic, Observation, ObservationRecord,
         minimize::session,
@@ -263,10 +262,7 @@ fn from_flags(args: &SessionEventArgs, cluster: &str, now_ms: i64) -> anyhow::Re
 }
 
 pub(super) async fn run(args: SessionEventArgs) -> anyhow::Result<()> {
-    let config = match &args.config {
-        Some(p) => PipelineConfig::load(p)?,
-        None => PipelineConfig::embedded_default()?,
-    };
+    let config = super::load_pipeline(args.config.as_deref())?;
     let now_ms = jiff::Timestamp::now().as_millisecond();
     if args.from_file.is_some() && args.event != "applied" {
         bail!("--event applies to the event flags; give `event` on each line of --from-file");

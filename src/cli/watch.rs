@@ -8,7 +8,6 @@ use anyhow::Context;
 use clap::Args;
 
 use kubefacts::{
-    config::PipelineConfig,
     metrics::{Metrics, MetricsServer},
     observe::{Observer, model::Source},
     watch::{Publisher, WatchStats, watcher},
@@ -39,24 +38,9 @@ pub struct WatchArgs {
 }
 
 pub(super) async fn run(args: WatchArgs) -> anyhow::Result<()> {
-    let config = match &args.config {
-        Some(p) => PipelineConfig::load(p)?,
-        None => PipelineConfig::embedded_default()?,
-    };
-    let identity = args.instance_id.clone().unwrap_or_else(|| {
-        std::env::var("HOSTNAME").unwrap_or_else(|_| format!("pid-{}", std::process::id()))
-    });
-    let kube_config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
-        }
-        None => {
-            kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig)")?
-        }
-    };
-    let client = kube::Client::try_from(kube_config)?;
+    let config = super::load_pipeline(args.config.as_deref())?;
+    let identity = super::instance_name(args.instance_id.as_deref());
+    let client = kube::Client::try_from(super::kube_config(args.kubeconfig.as_deref()).await?)?;
 
     args.topics.ensure(&args.kafka.bootstrap, &config.topics).await?;
     let codec = args.kafka.codec()?;

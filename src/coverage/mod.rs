@@ -148,18 +148,12 @@ impl Coverage {
             }
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
-                return Err(ProcessError {
-                    reason: Reason::UnknownEvent,
-                    detail: "a CronJob event this reader does not know".into(),
-                });
+                return Err(ProcessError::new(Reason::UnknownEvent, "a CronJob event this reader does not know"));
             }
             _ => return Ok(()),
         }
         let Some(cj) = obs.cronjob else {
-            return Err(ProcessError {
-                reason: Reason::MissingObject,
-                detail: "a CronJob event without a CronJob".into(),
-            });
+            return Err(ProcessError::new(Reason::MissingObject, "a CronJob event without a CronJob"));
         };
         let uid = cj.meta.uid.clone();
         if obs.event == ObservationEvent::Deleted {
@@ -202,18 +196,12 @@ impl Coverage {
         match obs.event {
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
-                return Err(ProcessError {
-                    reason: Reason::UnknownEvent,
-                    detail: "a Lease event this reader does not know".into(),
-                });
+                return Err(ProcessError::new(Reason::UnknownEvent, "a Lease event this reader does not know"));
             }
             _ => return Ok(()),
         }
         let Some(lease) = obs.lease else {
-            return Err(ProcessError {
-                reason: Reason::MissingObject,
-                detail: "a Lease event without a Lease".into(),
-            });
+            return Err(ProcessError::new(Reason::MissingObject, "a Lease event without a Lease"));
         };
         let key = format!("{}/{}", lease.meta.namespace, lease.meta.name);
         match self.leases.record(&key, &lease) {

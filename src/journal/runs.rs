@@ -144,10 +144,7 @@ impl Runs {
             _ => return Ok(()),
         }
         let Some(job) = obs.job else {
-            return Err(ProcessError {
-                reason: Reason::MissingObject,
-                detail: "a Job event without a Job".into(),
-            });
+            return Err(ProcessError::new(Reason::MissingObject, "a Job event without a Job"));
         };
         out.count(RunsEvent::JobObservations, 1);
         let uid = job.meta.uid.clone();

@@ -139,10 +139,7 @@ impl Processor for Probe {
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
         let Some(key) = meta.key.as_deref() else {
-            return Err(ProcessError {
-                reason: Reason::MissingKey,
-                detail: "the probe counts by key".into(),
-            });
+            return Err(ProcessError::new(Reason::MissingKey, "the probe counts by key"));
         };
         let key = match ProbeIn::of(meta.input) {
             Some(ProbeIn::Keyed) => String::from_utf8_lossy(key).into_owned(),
@@ -209,10 +206,7 @@ impl Processor for ProbeRekey {
         out: &mut Outputs,
     ) -> Result<(), ProcessError> {
         let Some(key) = meta.key.as_deref() else {
-            return Err(ProcessError {
-                reason: Reason::MissingKey,
-                detail: "the re-keyer buckets by key".into(),
-            });
+            return Err(ProcessError::new(Reason::MissingKey, "the re-keyer buckets by key"));
         };
         let bucket = Self::bucket(key);
         out.emit(RekeyOut::Repartition, bucket.clone(), &KeyedCount { key: bucket, ..input })

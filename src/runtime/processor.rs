@@ -63,6 +63,13 @@ pub struct ProcessError {
     pub detail: String,
 }
 
+impl ProcessError {
+    /// An error of `reason`, described by `detail`.
+    pub fn new(reason: Reason, detail: impl Into<String>) -> Self {
+        Self { reason, detail: detail.into() }
+    }
+}
+
 /// One of a processor's output ports: a variant of the processor's own enum of ports,
 /// whose order is that of its declared outputs (`OUTPUTS`). Only those enums implement
 /// it — not `usize` — so every emit names its port.

@@ -87,19 +87,13 @@ impl Sessions {
         match obs.event {
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
-                return Err(ProcessError {
-                    reason: Reason::UnknownEvent,
-                    detail: "a session event this reader does not know".into(),
-                });
+                return Err(ProcessError::new(Reason::UnknownEvent, "a session event this reader does not know"));
             }
             // A host application writes no markers; heartbeats only move time.
             _ => return Ok(()),
         }
         let Some(session) = obs.session else {
-            return Err(ProcessError {
-                reason: Reason::MissingObject,
-                detail: "a session event without a session".into(),
-            });
+            return Err(ProcessError::new(Reason::MissingObject, "a session event without a session"));
         };
         let id = session.session_id.clone();
         let tracked = self.tracked.entry_mut(id.clone());
@@ -132,18 +126,12 @@ impl Sessions {
             }
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
-                return Err(ProcessError {
-                    reason: Reason::UnknownEvent,
-                    detail: "a Pod event this reader does not know".into(),
-                });
+                return Err(ProcessError::new(Reason::UnknownEvent, "a Pod event this reader does not know"));
             }
             _ => return Ok(()),
         }
         let Some(pod) = obs.pod else {
-            return Err(ProcessError {
-                reason: Reason::MissingObject,
-                detail: "a Pod event without a Pod".into(),
-            });
+            return Err(ProcessError::new(Reason::MissingObject, "a Pod event without a Pod"));
         };
         let Some(id) = self.session_of(&pod) else {
             out.count(SessionsEvent::PodsNotSession, 1);

@@ -250,6 +250,21 @@ impl FakeKube {
         format!("http://{}", self.addr)
     }
 
+    /// Writes a kubeconfig file for this server (no credentials) to `path`, for a
+    /// `kubefacts` process started with `--kubeconfig`.
+    pub fn write_kubeconfig(&self, path: &std::path::Path) {
+        std::fs::write(
+            path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
+                 users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context:\n    cluster: fake\n    user: u\n\
+                 current-context: c\n",
+                self.url()
+            ),
+        )
+        .unwrap();
+    }
+
     /// A kube config for this server with kube's production defaults, including the
     /// client's retry of `429`/`503`/`504` with exponential backoff (up to 15 attempts).
     pub fn config(&self) -> kube::Config {

@@ -524,20 +524,12 @@ impl Processes {
 
     /// Starts instance `instance` (no registry) with `extra` arguments.
     pub fn start(&self, instance: &str, extra: &[&str]) -> KillOnDrop {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.logs.join(format!("{instance}.log")))
-            .unwrap();
-        Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-            .args(["process", "--create-topics", "--instance-id", instance, "--bootstrap", &self.bootstrap])
+        process_command(instance, &self.bootstrap)
             .arg("--config")
             .arg(&self.config)
             .args(extra)
             .env_remove("KUBEFACTS_REGISTRY")
-            .env("RUST_LOG", "kubefacts=info")
-            .stdout(Stdio::null())
-            .stderr(log)
+            .stderr(append_log(&self.logs.join(format!("{instance}.log"))))
             .spawn()
             .map(KillOnDrop)
             .unwrap()
@@ -545,14 +537,112 @@ impl Processes {
 
     /// The last lines of every instance's log, for a failure message.
     pub fn tails(&self) -> String {
-        let mut all = String::new();
-        for e in std::fs::read_dir(&self.logs).unwrap() {
-            let p: PathBuf = e.unwrap().path();
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(12).collect();
-            all +=
-                &format!("--- {}\n{}\n", p.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
-        }
-        all
+        log_tails(&self.logs, 12)
+    }
+}
+
+/// The last `lines` lines of every file in `dir`, each under a `--- path` line: what a
+/// failing test prints about the processes it ran.
+pub fn log_tails(dir: &std::path::Path, lines: usize) -> String {
+    let mut all = String::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p: PathBuf = e.unwrap().path();
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+        all += &format!("--- {}\n{}\n", p.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+    }
+    all
+}
+
+/// `path` opened for appending (created if missing): an instance started again under the
+/// same name keeps its earlier lines.
+pub fn append_log(path: &std::path::Path) -> std::fs::File {
+    std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap()
+}
+
+/// `kubefacts process --create-topics` as instance `instance` on `bootstrap`, logging at
+/// info, stdout discarded; the caller adds the pipeline, stderr and the rest.
+pub fn process_command(instance: &str, bootstrap: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kubefacts"));
+    command
+        .args(["process", "--create-topics", "--instance-id", instance, "--bootstrap", bootstrap])
+        .env("RUST_LOG", "kubefacts=info")
+        .stdout(Stdio::null());
+    command
+}
+
+/// What a finished `kubefacts` command printed.
+#[derive(Debug)]
+pub struct Printed {
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Printed {
+    /// Standard output, then standard error.
+    pub fn all(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+/// Runs `kubefacts args` to its end, success or not. The broker and registry are the ones
+/// `args` name: none comes from the environment.
+pub fn kubefacts_output(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+        .args(args)
+        .env_remove("KUBEFACTS_REGISTRY")
+        .env_remove("KUBEFACTS_BOOTSTRAP")
+        .output()
+        .unwrap()
+}
+
+/// [`kubefacts_output`], failing the test with what it printed unless it succeeded.
+pub fn kubefacts_ok(args: &[&str]) -> Printed {
+    let out = kubefacts_output(args);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "kubefacts {args:?} failed:\n{stderr}\n{stdout}");
+    Printed { stdout: stdout.into_owned(), stderr: stderr.into_owned() }
+}
+
+/// A test's own pipeline: a temporary directory, a topic prefix and an application id
+/// nobody else uses, and `pipeline.toml` naming them, with `process` (TOML lines) added
+/// to its `[process]` section.
+#[derive(Debug)]
+pub struct Scratch {
+    /// Removed when the test ends.
+    pub dir: tempfile::TempDir,
+    /// Every topic's prefix (it ends in a dot).
+    pub prefix: String,
+    /// `[process] application_id`.
+    pub app: String,
+    /// The pipeline file.
+    pub config: PathBuf,
+}
+
+impl Scratch {
+    /// Names from `name` (`<name>-….` topics, application `<name>-app-…`).
+    pub fn new(name: &str, process: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = format!("{}.", unique_name(name));
+        let app = unique_name(&format!("{name}-app"));
+        let config = dir.path().join("pipeline.toml");
+        std::fs::write(
+            &config,
+            format!("[topics]\nprefix = \"{prefix}\"\n\n[process]\napplication_id = \"{app}\"\n{process}"),
+        )
+        .unwrap();
+        Self { dir, prefix, app, config }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// The pipeline file, as an argument.
+    pub fn config_arg(&self) -> &str {
+        self.config.to_str().unwrap()
     }
 }
