@@ -163,7 +163,10 @@ fn simulate(jobs: u64, days: i64, cluster: Cluster) -> Outcome {
     };
     let mut task = Task::new(
         0,
-        Runs::new(RunsConfig { cleanup, ..RunsConfig::default() }, Journal::input_key(&JournalConfig::default())),
+        Runs::new(
+            RunsConfig { cleanup, ..RunsConfig::default() },
+            Journal::input_key(&JournalConfig::default()),
+        ),
         Outputs::new(writers, vec![1, 1, 1]),
     );
     let source = Source { cluster: "c".into(), instance: "w".into(), epoch: 1 };

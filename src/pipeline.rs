@@ -379,10 +379,7 @@ pub async fn run_all_in_memory(
 
 /// `[runs]`'s settings from the pipeline: it runs the `[cleanup]` sweep.
 fn runs_config(settings: &PipelineConfig) -> RunsConfig {
-    RunsConfig {
-        cleanup: settings.cleanup.clone(),
-        ..RunsConfig::default()
-    }
+    RunsConfig { cleanup: settings.cleanup.clone(), ..RunsConfig::default() }
 }
 
 /// `[sessions]` as the pipeline configures it (the session label is `[minimize]`'s).

@@ -15,8 +15,8 @@ use std::{
 
 use kubefacts::codec::Codec;
 use support::{
-    KillOnDrop, Scratch, all_committed, default_stages, infra, kubefacts_ok, outputs::compare_outputs, process_command,
-    read_records,
+    KillOnDrop, Scratch, all_committed, default_stages, infra, kubefacts_ok, outputs::compare_outputs,
+    process_command, read_records, simulate_small,
 };
 
 fn registry_pid() -> i32 {
@@ -51,17 +51,7 @@ fn a_paused_registry_delays_records_and_dead_letters_none() {
     let run = |args: &[&str]| {
         kubefacts_ok(args);
     };
-    run(&[
-        "simulate",
-        "--profile",
-        "small",
-        "--hours",
-        "1",
-        "--seed",
-        "7",
-        "--output",
-        trace.to_str().unwrap(),
-    ]);
+    simulate_small("1", "7", &trace, &[]);
     let replay_dir = dir.join("replay");
     run(&[
         "replay",

@@ -34,14 +34,14 @@ use rdkafka::{
     producer::{FutureProducer, FutureRecord},
 };
 use support::{
-    Scratch, all_committed, default_stages, infra, is_stopped, kubefacts_ok, outputs::compare_outputs, read_records,
+    Scratch, all_committed, default_stages, infra, is_stopped, kubefacts_ok, outputs::compare_outputs,
+    read_records, simulate_small, wait_all_committed,
 };
 
 const PARTITIONS: i32 = 3;
 const HOURS: u32 = 2;
 const SEED: u64 = 21;
 const MIN: i64 = 60_000;
-
 
 /// One bad record to produce, and the reason its dead letter must carry (`None`: any
 /// codec reason — the corpus).
@@ -330,17 +330,7 @@ fn bad_records_change_nothing_but_their_own_outcome() {
     let config_arg = config.to_str().unwrap();
     let trace = dir.join("trace.jsonl");
     let (hours, seed) = (HOURS.to_string(), SEED.to_string());
-    kubefacts_ok(&[
-        "simulate",
-        "--profile",
-        "small",
-        "--hours",
-        &hours,
-        "--seed",
-        &seed,
-        "--output",
-        trace.to_str().unwrap(),
-    ]);
+    simulate_small(&hours, &seed, &trace, &[]);
     let replay_dir = dir.join("replay");
     let replay_out = replay_dir.to_str().unwrap();
     let parts = PARTITIONS.to_string();
@@ -469,18 +459,7 @@ fn bad_records_change_nothing_but_their_own_outcome() {
     a.kill().unwrap();
     a.wait().unwrap();
     let mut a = start("a", &[]);
-    let deadline = Instant::now() + Duration::from_secs(150);
-    loop {
-        assert!(b.try_wait().unwrap().is_none(), "b exited\n{}", tails());
-        assert!(a.try_wait().unwrap().is_none(), "a exited\n{}", tails());
-        match all_committed(bootstrap, &stages) {
-            Ok(()) => break,
-            Err(behind) if Instant::now() > deadline => {
-                panic!("not every stage committed its input within 150 s: {behind}\n{}", tails())
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(500)),
-        }
-    }
+    wait_all_committed(bootstrap, &stages, &mut [("b", &mut b), ("a", &mut a)], 150, &tails);
     println!("every stage committed its input after {:?}", started.elapsed());
 
     // Each bad record once in the dead-letter topic, with its reason.

@@ -32,7 +32,7 @@ use rdkafka::{
     consumer::{BaseConsumer, Consumer},
 };
 use serde_json::{Value, json};
-use support::{KillOnDrop as Instance, infra, is_stopped, unique_name};
+use support::{KillOnDrop as Instance, Processes, infra, is_stopped, log_tails, unique_name};
 
 const PARTITIONS: i32 = 3;
 /// 2026-11-29T10:00:00Z.
@@ -377,23 +377,7 @@ max_decisions_per_sweep = {CAP}
     /// Starts an instance (its own OS process, so it can be SIGKILLed), single-object
     /// encoding (no registry: the bytes of both runs are comparable without schema ids).
     fn start(&self, instance: &str, extra: &[&str]) -> Instance {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.logs.join(format!("{instance}.log")))
-            .unwrap();
-        Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-            .args(["process", "--create-topics", "--config"])
-            .arg(&self.config)
-            .args(["--instance-id", instance, "--bootstrap", &self.bootstrap])
-            .args(extra)
-            .env_remove("KUBEFACTS_REGISTRY")
-            .env("RUST_LOG", "kubefacts=info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map(Instance)
-            .unwrap()
+        Processes::new(self.logs.clone(), &self.bootstrap, &self.config).start(instance, extra)
     }
 
     fn log_of(&self, instance: &str) -> String {
@@ -402,15 +386,7 @@ max_decisions_per_sweep = {CAP}
 
     /// The last lines of every instance's log.
     fn logs(&self) -> String {
-        let mut all = String::new();
-        for e in std::fs::read_dir(&self.logs).unwrap() {
-            let p = e.unwrap().path();
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(12).collect();
-            all +=
-                &format!("--- {}\n{}\n", p.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
-        }
-        all
+        log_tails(&self.logs, 12)
     }
 
     /// The stage group's committed offset and the end of every input partition; `None`

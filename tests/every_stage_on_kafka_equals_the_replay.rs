@@ -16,22 +16,19 @@
 
 mod support;
 
-use std::{
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use kubefacts::codec::Codec;
 use serde_json::Value;
 use support::{
     Scratch, Stage, all_committed, default_stages, infra, is_stopped, kubefacts_ok,
     outputs::{ByKey, compare_outputs},
-    read_records,
+    read_records, simulate_small, wait_all_committed,
 };
 
 const PARTITIONS: &str = "3";
 const HOURS: &str = "4";
 const SEED: &str = "20";
-
 
 /// Per window: how many revisions were final, and how many of those added runs after the
 /// first final one (runs filed late).
@@ -67,7 +64,7 @@ fn every_stage_on_kafka_equals_the_replay_through_sigkills() {
     let config_arg = config.to_str().unwrap();
     let trace = dir.join("trace.jsonl");
     let trace_arg = trace.to_str().unwrap();
-    kubefacts_ok(&["simulate", "--profile", "small", "--hours", HOURS, "--seed", SEED, "--output", trace_arg]);
+    simulate_small(HOURS, SEED, &trace, &[]);
     let published = kubefacts_ok(&[
         "publish",
         "--create-topics",
@@ -141,18 +138,7 @@ fn every_stage_on_kafka_equals_the_replay_through_sigkills() {
         println!("SIGKILLed a ({failpoint}) after {:?}", started.elapsed());
     }
     let mut a = start("a", &[]);
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        assert!(b.try_wait().unwrap().is_none(), "b exited\n{}", tails());
-        assert!(a.try_wait().unwrap().is_none(), "a exited\n{}", tails());
-        match all_committed(bootstrap, &stages) {
-            Ok(()) => break,
-            Err(behind) if Instant::now() > deadline => {
-                panic!("not every stage committed its input within 300 s: {behind}\n{}", tails())
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(500)),
-        }
-    }
+    wait_all_committed(bootstrap, &stages, &mut [("b", &mut b), ("a", &mut a)], 300, &tails);
     println!("every stage committed its input after {:?}", started.elapsed());
     // Retention would have deleted the month-old records by now, had a topic kept them for
     // the broker's default week (the test broker checks every second).

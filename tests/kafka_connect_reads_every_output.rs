@@ -26,7 +26,8 @@ use kubefacts::codec::{
 };
 use serde_json::Value;
 use support::{
-    KillOnDrop, Scratch, all_committed, default_stages, infra, kubefacts_ok, read_records, repo_path, unique_name,
+    KillOnDrop, Scratch, all_committed, default_stages, infra, kubefacts_ok, read_records, repo_path,
+    simulate_small, unique_name,
 };
 
 const OUTPUTS: [&str; 6] = [
@@ -37,7 +38,6 @@ const OUTPUTS: [&str; 6] = [
     "session-projections.v1",
     "retained-compute-by-owner.v1",
 ];
-
 
 /// (topic, partition, offset) → (key, value) as our decoder reads them (epoch milliseconds).
 type Records = BTreeMap<(String, i32, i64), (Value, Value)>;
@@ -110,7 +110,7 @@ fn kafka_connect_and_python_read_every_output_record_keys_included() {
         (scratch.path(), scratch.prefix.clone(), scratch.app.clone(), scratch.config.clone());
     let (config, trace) = (config.to_str().unwrap().to_owned(), dir.join("trace.jsonl"));
     let trace = trace.to_str().unwrap();
-    kubefacts_ok(&["simulate", "--profile", "small", "--hours", "3", "--seed", "4", "--output", trace]);
+    simulate_small("3", "4", Path::new(trace), &[]);
     // One CronJob deleted at the end: `[coverage]` forgets it, a tombstone on its state log.
     let text = std::fs::read_to_string(trace).unwrap();
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -120,7 +120,7 @@ fn kafka_connect_and_python_read_every_output_record_keys_included() {
     std::fs::write(trace, format!("{text}{deleted}\n")).unwrap();
     let registry = ["--registry", infra.registry.as_str()];
     let common = ["--bootstrap", bootstrap, "--config", config.as_str()];
-    kubefacts(
+    kubefacts_ok(
         &[&["publish", "--create-topics", "--finish", "--input", trace][..], &common, &registry].concat(),
     );
     let log = std::fs::File::create(dir.join("process.log")).unwrap();

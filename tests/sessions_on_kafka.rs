@@ -20,14 +20,16 @@ use std::{
 
 use kubefacts::codec::json::rfc3339_millis;
 use serde_json::{Value, json};
-use support::{Infra, KillOnDrop, infra, kubefacts_ok, process_command, read_topic, repo_path, unique_name};
+use support::{
+    Infra, KillOnDrop, infra, kubefacts_ok, process_command, read_topic, repo_path, simulate_small,
+    unique_name,
+};
 
 const PARTITIONS: &str = "3";
 /// The simulated trace: the small profile's 12 sessions, every retention state it produces
 /// (checked below on the replay).
 const HOURS: &str = "4";
 const SEED: &str = "1";
-
 
 /// Splits a trace: what the sessions stage reads goes to `kept` (Namespaces too: admission
 /// holds a Pod until its Namespace is seen), SESSION lines become `session-event --from-file`
@@ -182,19 +184,7 @@ async fn session_projections_on_kafka_equal_the_in_memory_replay() {
     let hours: i64 = HOURS.parse().unwrap();
     let start = jiff::Timestamp::now().as_second() / 3600 * 3600 - hours * 3600;
     let start = jiff::Timestamp::from_second(start).unwrap().to_string();
-    kubefacts_ok(&[
-        "simulate",
-        "--profile",
-        "small",
-        "--hours",
-        HOURS,
-        "--seed",
-        SEED,
-        "--start",
-        &start,
-        "--output",
-        full.to_str().unwrap(),
-    ]);
+    simulate_small(HOURS, SEED, &full, &["--start", &start]);
     let (kept, sessions_file, trace) =
         (dir.path().join("kept.jsonl"), dir.path().join("sessions.jsonl"), dir.path().join("trace.jsonl"));
     let session_lines = split_trace(&full, &kept, &sessions_file);
@@ -225,7 +215,8 @@ async fn session_projections_on_kafka_equal_the_in_memory_replay() {
         config_arg,
     ];
     let (sessions_arg, kept_arg) = (sessions_file.to_str().unwrap(), kept.to_str().unwrap());
-    let sev = kubefacts_ok(&[&["session-event"][..], &common, &["--from-file", sessions_arg]].concat()).stdout;
+    let sev =
+        kubefacts_ok(&[&["session-event"][..], &common, &["--from-file", sessions_arg]].concat()).stdout;
     assert_eq!(sev.lines().filter(|l| l.starts_with("session-event: ")).count(), session_lines, "{sev}");
     kubefacts_ok(&[&["publish"][..], &common, &["--input", kept_arg]].concat());
 

@@ -6,7 +6,7 @@ mod support;
 
 use std::path::Path;
 
-use support::{infra, kubefacts_output, unique_name};
+use support::{infra, kubefacts_output, simulate_small, unique_name};
 
 /// The bad lines, each with what its report must say.
 const BAD: [(&[u8], &str); 5] = [
@@ -20,23 +20,11 @@ const BAD: [(&[u8], &str); 5] = [
     (b"{\"type\":\"ADDED\",\"observed_at\":1793491200000,\"object\":null}", "missing field object"),
 ];
 
-
 /// A small simulated trace, and the same with the bad lines spread through its middle:
 /// (good, bad, the 1-based line of each bad line in the bad file).
 fn traces(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, Vec<usize>) {
     let good = dir.join("good.jsonl");
-    let out = kubefacts_output(&[
-        "simulate",
-        "--profile",
-        "small",
-        "--hours",
-        "1",
-        "--seed",
-        "3",
-        "--output",
-        good.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    simulate_small("1", "3", &good, &[]);
     let text = std::fs::read(&good).unwrap();
     let lines: Vec<&[u8]> = text.split_inclusive(|&b| b == b'\n').collect();
     assert!(lines.len() > 100, "a trace to hide bad lines in: {} lines", lines.len());
@@ -85,10 +73,21 @@ fn replay_reads_every_other_line_and_exits_non_zero() {
     let dir = tempfile::tempdir().unwrap();
     let (good, bad, at) = traces(dir.path());
     let (good_out, bad_out) = (dir.path().join("good-out"), dir.path().join("bad-out"));
-    let ok =
-        kubefacts_output(&["replay", "--input", good.to_str().unwrap(), "--output", good_out.to_str().unwrap()]);
+    let ok = kubefacts_output(&[
+        "replay",
+        "--input",
+        good.to_str().unwrap(),
+        "--output",
+        good_out.to_str().unwrap(),
+    ]);
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-    let out = kubefacts_output(&["replay", "--input", bad.to_str().unwrap(), "--output", bad_out.to_str().unwrap()]);
+    let out = kubefacts_output(&[
+        "replay",
+        "--input",
+        bad.to_str().unwrap(),
+        "--output",
+        bad_out.to_str().unwrap(),
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let entries = summary_entries(&stdout, "replay");
     assert_eq!(

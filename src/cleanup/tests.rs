@@ -94,7 +94,11 @@ impl Harness {
             })
             .collect();
         let cfg = RunsConfig { cleanup, ..RunsConfig::default() };
-        let task = Task::new(0, Runs::new(cfg, Journal::input_key(&JournalConfig::default())), Outputs::new(writers, vec![1, 1, 1]));
+        let task = Task::new(
+            0,
+            Runs::new(cfg, Journal::input_key(&JournalConfig::default())),
+            Outputs::new(writers, vec![1, 1, 1]),
+        );
         Self {
             task,
             codec,

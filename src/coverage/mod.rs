@@ -148,7 +148,10 @@ impl Coverage {
             }
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
-                return Err(ProcessError::new(Reason::UnknownEvent, "a CronJob event this reader does not know"));
+                return Err(ProcessError::new(
+                    Reason::UnknownEvent,
+                    "a CronJob event this reader does not know",
+                ));
             }
             _ => return Ok(()),
         }
@@ -196,7 +199,10 @@ impl Coverage {
         match obs.event {
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
-                return Err(ProcessError::new(Reason::UnknownEvent, "a Lease event this reader does not know"));
+                return Err(ProcessError::new(
+                    Reason::UnknownEvent,
+                    "a Lease event this reader does not know",
+                ));
             }
             _ => return Ok(()),
         }

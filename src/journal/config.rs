@@ -19,11 +19,7 @@ pub struct RunsConfig {
 
 impl Default for RunsConfig {
     fn default() -> Self {
-        Self {
-            settle_ms: 5_000,
-            remember_gone_ms: 600_000,
-            cleanup: CleanupConfig::default(),
-        }
+        Self { settle_ms: 5_000, remember_gone_ms: 600_000, cleanup: CleanupConfig::default() }
     }
 }
 

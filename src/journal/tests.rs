@@ -129,7 +129,9 @@ async fn runs_full(
         forward: OutputPort::forwarding(&Runs::OUTPUTS),
     };
     let mut tracked = 0;
-    let run = driver::run("runs", &codec, &[jobs, pods], outputs, |_| Runs::new(cfg.clone(), journal_key)).await.unwrap();
+    let run = driver::run("runs", &codec, &[jobs, pods], outputs, |_| Runs::new(cfg.clone(), journal_key))
+        .await
+        .unwrap();
     assert!(run.dead_letters.is_empty(), "{:?}", run.dead_letters);
     let mut out = Vec::new();
     for rec in run.outputs[0].partitions.iter().flatten().filter(|r| !r.heartbeat) {
@@ -403,6 +405,25 @@ async fn windows_supersede_and_finalize_on_stream_time_even_when_only_heartbeats
     assert!(last.stream_time >= w0 + 70 * MIN, "final only after end + grace, on stream time");
     let order: Vec<&str> = last.runs.iter().map(|r| r.run_name.as_str()).collect();
     assert_eq!(order, ["job-20", "job-21"], "sorted by finished_at");
+}
+
+#[tokio::test]
+async fn every_run_of_a_window_meets_in_one_journal_task() {
+    // Eight Jobs (eight UIDs, spread over the partitions of `[runs]`) finish in one window:
+    // `journal_repartition` is keyed as the journal asks, so one task holds the window and
+    // writes every revision of it; keyed otherwise, each task writes a window of its share.
+    let w0 = T0;
+    let mut events: Vec<_> = (50..58)
+        .map(|n| (w0 + (n as i64 - 45) * MIN, "ADDED", done(n, w0 + (n as i64 - 45) * MIN)))
+        .collect();
+    events.push(heartbeat_after(w0 + 90 * MIN));
+    let p = journal_of(events, JournalConfig::default()).await;
+    assert_eq!(p.runs.len(), 8);
+    let revisions: Vec<i64> = p.windows.iter().map(|w| w.revision).collect();
+    assert!(revisions.windows(2).all(|r| r[0] < r[1]), "one writer, revisions rising: {revisions:?}");
+    let last = p.windows.last().unwrap();
+    assert!(last.is_final);
+    assert_eq!(last.runs.len(), 8, "the final window holds every run filed in it");
 }
 
 #[tokio::test]

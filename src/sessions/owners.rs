@@ -83,7 +83,10 @@ impl Processor for SessionOwners {
         // differs when the session left it.
         let Some(owner) = meta.key.as_deref().and_then(|k| std::str::from_utf8(k).ok()).map(str::to_owned)
         else {
-            return Err(ProcessError::new(Reason::MissingKey, "a retained-compute record without an owner key"));
+            return Err(ProcessError::new(
+                Reason::MissingKey,
+                "a retained-compute record without an owner key",
+            ));
         };
         let slot = (owner.clone(), record.session_id.clone());
         let before = self.held.get(&slot).copied();

@@ -87,7 +87,10 @@ impl Sessions {
         match obs.event {
             ObservationEvent::Applied | ObservationEvent::Deleted => {}
             ObservationEvent::Unknown => {
-                return Err(ProcessError::new(Reason::UnknownEvent, "a session event this reader does not know"));
+                return Err(ProcessError::new(
+                    Reason::UnknownEvent,
+                    "a session event this reader does not know",
+                ));
             }
             // A host application writes no markers; heartbeats only move time.
             _ => return Ok(()),

@@ -405,6 +405,31 @@ pub fn all_committed(bootstrap: &str, stages: &[Stage]) -> Result<(), String> {
     if behind.is_empty() { Ok(()) } else { Err(behind.join(", ")) }
 }
 
+/// Waits until every stage has committed its input ([`all_committed`]), failing the test
+/// when one of the named instances in `running` exits or `secs` pass; `tails` is what the
+/// failure then shows of their logs.
+pub fn wait_all_committed(
+    bootstrap: &str,
+    stages: &[Stage],
+    running: &mut [(&str, &mut KillOnDrop)],
+    secs: u64,
+    tails: &dyn Fn() -> String,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        for (name, instance) in running.iter_mut() {
+            assert!(instance.try_wait().unwrap().is_none(), "{name} exited\n{}", tails());
+        }
+        match all_committed(bootstrap, stages) {
+            Ok(()) => return,
+            Err(behind) if std::time::Instant::now() > deadline => {
+                panic!("not every stage committed its input within {secs} s: {behind}\n{}", tails())
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
 /// The stages of the default pipeline on topics with `prefix`, application `app`.
 pub fn default_stages(prefix: &str, app: &str) -> Vec<Stage> {
     let topic = |name: &str| format!("{prefix}{name}");
@@ -604,6 +629,14 @@ pub fn kubefacts_ok(args: &[&str]) -> Printed {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "kubefacts {args:?} failed:\n{stderr}\n{stdout}");
     Printed { stdout: stdout.into_owned(), stderr: stderr.into_owned() }
+}
+
+/// Writes the small simulated fleet's trace of `hours` hours from `seed` to `output`
+/// (`kubefacts simulate`, with `extra` arguments such as `--start`).
+pub fn simulate_small(hours: &str, seed: &str, output: &std::path::Path, extra: &[&str]) {
+    let output = output.to_str().unwrap();
+    let args = ["simulate", "--profile", "small", "--hours", hours, "--seed", seed, "--output", output];
+    kubefacts_ok(&[&args[..], extra].concat());
 }
 
 /// A test's own pipeline: a temporary directory, a topic prefix and an application id
