@@ -193,12 +193,26 @@ fn kafka_connect_and_python_read_every_output_record_keys_included() {
             "Kafka Connect failed: {failed}\n{}",
             std::fs::read_to_string(work.join("connect.log")).unwrap_or_default()
         );
-        assert!(
-            Instant::now() < deadline,
-            "Connect delivered {} of {} records in 120 s",
-            got.len(),
-            want.len()
-        );
+        if Instant::now() > deadline {
+            // Which topics fell short, what the worker said, and its log's end.
+            let per_topic = |r: &Records| -> BTreeMap<String, usize> {
+                r.keys().fold(BTreeMap::new(), |mut m, (t, _, _)| {
+                    *m.entry(t.clone()).or_insert(0) += 1;
+                    m
+                })
+            };
+            let log = std::fs::read_to_string(work.join("connect.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            panic!(
+                "Connect delivered {} of {} records in 120 s\n  got per topic:  {:?}\n  want per topic: {:?}\n  \
+                 status: {failed}\n--- connect.log (end)\n{}",
+                got.len(),
+                want.len(),
+                per_topic(&got),
+                per_topic(&want),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
         std::thread::sleep(Duration::from_millis(500));
     };
     let status_text = status();

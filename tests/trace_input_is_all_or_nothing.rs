@@ -6,7 +6,7 @@ mod support;
 
 use std::path::Path;
 
-use support::{infra, kubefacts_output, simulate_small, unique_name};
+use support::{infra, kubefacts_ok, kubefacts_output, simulate_small, unique_name};
 
 /// The bad lines, each with what its report must say.
 const BAD: [(&[u8], &str); 5] = [
@@ -73,14 +73,8 @@ fn replay_reads_every_other_line_and_exits_non_zero() {
     let dir = tempfile::tempdir().unwrap();
     let (good, bad, at) = traces(dir.path());
     let (good_out, bad_out) = (dir.path().join("good-out"), dir.path().join("bad-out"));
-    let ok = kubefacts_output(&[
-        "replay",
-        "--input",
-        good.to_str().unwrap(),
-        "--output",
-        good_out.to_str().unwrap(),
-    ]);
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let ok =
+        kubefacts_ok(&["replay", "--input", good.to_str().unwrap(), "--output", good_out.to_str().unwrap()]);
     let out = kubefacts_output(&[
         "replay",
         "--input",
@@ -90,11 +84,7 @@ fn replay_reads_every_other_line_and_exits_non_zero() {
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let entries = summary_entries(&stdout, "replay");
-    assert_eq!(
-        entries,
-        summary_entries(&String::from_utf8_lossy(&ok.stdout), "replay"),
-        "every good entry read"
-    );
+    assert_eq!(entries, summary_entries(&ok.stdout, "replay"), "every good entry read");
     assert_reported("replay", &out, &at, &entries);
     // The outputs are the good trace's, whole: nothing after a bad line was lost.
     let mut names: Vec<_> = std::fs::read_dir(&good_out).unwrap().map(|e| e.unwrap().file_name()).collect();
