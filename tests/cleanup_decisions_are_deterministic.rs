@@ -16,7 +16,7 @@ mod support;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -32,7 +32,7 @@ use rdkafka::{
     consumer::{BaseConsumer, Consumer},
 };
 use serde_json::{Value, json};
-use support::{KillOnDrop as Instance, Processes, infra, is_stopped, log_tails, unique_name};
+use support::{KillOnDrop as Instance, Processes, infra, is_stopped, unique_name};
 
 const PARTITIONS: i32 = 3;
 /// 2026-11-29T10:00:00Z.
@@ -319,19 +319,16 @@ type Position = (String, i32, Option<i64>, i64);
 struct Run {
     name: &'static str,
     app: String,
-    config: PathBuf,
-    logs: PathBuf,
+    /// Its instances: the pipeline file, the broker and where their logs go.
+    processes: Processes,
     decisions: String,
     facts: String,
     dead_letter: String,
-    bootstrap: String,
 }
 
 impl Run {
     fn new(name: &'static str, prefix: &str, dir: &Path, bootstrap: &str, process: &str) -> Self {
         let app = unique_name(&format!("cleanup-{name}"));
-        let logs = dir.join(name);
-        std::fs::create_dir_all(&logs).unwrap();
         let config = dir.join(format!("{name}.toml"));
         std::fs::write(
             &config,
@@ -365,35 +362,33 @@ max_decisions_per_sweep = {CAP}
         Run {
             name,
             app,
-            config,
-            logs,
+            processes: Processes::new(dir.join(name), bootstrap, &config),
             decisions: format!("{prefix}{name}.cleanup-decisions"),
             facts: format!("{prefix}{name}.job-run-facts"),
             dead_letter: format!("{prefix}{name}.dead-letter"),
-            bootstrap: bootstrap.to_owned(),
         }
     }
 
     /// Starts an instance (its own OS process, so it can be SIGKILLed), single-object
     /// encoding (no registry: the bytes of both runs are comparable without schema ids).
     fn start(&self, instance: &str, extra: &[&str]) -> Instance {
-        Processes::new(self.logs.clone(), &self.bootstrap, &self.config).start(instance, extra)
+        self.processes.start(instance, extra)
     }
 
     fn log_of(&self, instance: &str) -> String {
-        std::fs::read_to_string(self.logs.join(format!("{instance}.log"))).unwrap_or_default()
+        std::fs::read_to_string(self.processes.logs.join(format!("{instance}.log"))).unwrap_or_default()
     }
 
     /// The last lines of every instance's log.
     fn logs(&self) -> String {
-        log_tails(&self.logs, 12)
+        self.processes.tails()
     }
 
     /// The stage group's committed offset and the end of every input partition; `None`
     /// while the broker does not answer.
     fn progress(&self, inputs: &[String]) -> Option<Vec<Position>> {
         let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
+            .set("bootstrap.servers", &self.processes.bootstrap)
             .set("group.id", format!("{}-runs", self.app))
             .set("enable.auto.commit", "false")
             // read_uncommitted: librdkafka then fetches offsets without `require_stable`,
@@ -463,9 +458,9 @@ max_decisions_per_sweep = {CAP}
                 self.logs()
             );
             if self.committed_to_end(inputs) {
-                let first = read_all(&self.bootstrap, &self.decisions);
+                let first = read_all(&self.processes.bootstrap, &self.decisions);
                 std::thread::sleep(Duration::from_secs(2));
-                let second = read_all(&self.bootstrap, &self.decisions);
+                let second = read_all(&self.processes.bootstrap, &self.decisions);
                 if first.len() == second.len() {
                     return second;
                 }
@@ -490,12 +485,12 @@ max_decisions_per_sweep = {CAP}
     }
 }
 
-/// SIGTERM, then wait: the instance finishes its transaction and leaves the group.
 /// Sends `signal` (`-STOP`, `-CONT`) to `child`.
 fn signal(child: &Instance, signal: &str) {
     assert!(Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap().success());
 }
 
+/// SIGTERM, then wait: the instance finishes its transaction and leaves the group.
 fn terminate(child: &mut Instance) {
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -667,7 +662,7 @@ fn cleanup_decisions_are_identical_through_sigkills_and_rebalances() {
         .arg("--output")
         .arg(&replay_dir)
         .arg("--config")
-        .arg(&run1.config)
+        .arg(&run1.processes.config)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -258,7 +258,7 @@ async fn prepare_topics(
     let probe: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &cfg.bootstrap).create()?;
     let fetch = || tokio::task::block_in_place(|| probe.fetch_metadata(None, Duration::from_secs(30)));
     // Global inputs may have any partition count: only a missing one is created (or reported).
-    let existing = super::existing_topics(&cfg.bootstrap)?;
+    let existing: Vec<String> = fetch()?.topics().iter().map(|t| t.name().to_owned()).collect();
     let mut specs: Vec<TopicSpec> = cfg.inputs.iter().map(|t| topics.spec(t, partitions, false)).collect();
     specs.extend(
         cfg.globals.iter().filter(|g| !existing.contains(g)).map(|t| topics.spec(t, partitions, false)),
