@@ -17,7 +17,7 @@ use kubefacts::{
         deadletter::DeadLetter,
         driver::{self, MemTopic, OutputTopics},
         partitioner::partition_for_key,
-        probe::{KeyedCount, Probe, ProbeRekey},
+        probe::{KeyedCount, Probe, ProbeRekey, Tally},
     },
 };
 use rdkafka::{
@@ -416,16 +416,101 @@ async fn kafka_runtime_and_in_memory_driver_give_the_same_outputs() {
 
 /// Rebuilds the probe's counts from its changelog (latest committed value per key).
 fn changelog_counts(infra: &Infra, p: &Pipeline) -> BTreeMap<String, i64> {
+    changelog_tallies(infra, p).into_iter().map(|(k, (_, t))| (k, t.count)).collect()
+}
+
+/// The latest committed value per key of the probe's changelog: its format version and the
+/// tally (format 1, the bare count, read as a tally with an unknown last offset).
+fn changelog_tallies(infra: &Infra, p: &Pipeline) -> BTreeMap<String, (u8, Tally)> {
     let topic = format!("{}-probe-counts-changelog", p.app);
     let mut state = BTreeMap::new();
     for (_, key, value) in read_committed(infra, &topic) {
         let key: String = postcard::from_bytes(&key.unwrap()).unwrap();
         match value {
-            Some(v) => state.insert(key, postcard::from_bytes::<i64>(&v).unwrap()),
+            Some(v) => {
+                let tally = match v[0] {
+                    1 => Tally { count: postcard::from_bytes(&v[1..]).unwrap(), last_offset: -1 },
+                    Tally::VERSION => postcard::from_bytes(&v[1..]).unwrap(),
+                    other => panic!("{topic}: a value of format {other}"),
+                };
+                state.insert(key, (v[0], tally))
+            }
             None => state.remove(&key),
         };
     }
     state
+}
+
+/// An upgrade that changed a state struct. The previous release kept the probe's counts as
+/// bare numbers (format 1); this one keeps a tally (format 2). Over the changelog the
+/// previous release left, the upgraded instance continues every count and then writes the
+/// new format. Without the store's upgrade path it cannot restore at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_of_the_previous_format_is_restored_after_an_upgrade() {
+    const BEFORE: i64 = 100;
+    let infra = infra();
+    let codec = Codec::new(None).unwrap();
+    let log = input_log(&codec, 3_000, 50, 0);
+    let p = Pipeline::new(&infra, "upgrade").await;
+    // What the previous release committed: 100 counted for every key, on the changelog
+    // partition of the key's task.
+    let changelog = format!("{}-probe-counts-changelog", p.app);
+    create_compacted(&infra, &changelog).await;
+    let previous: Vec<(String, Vec<u8>, Vec<u8>)> = expected_counts(&log)
+        .into_keys()
+        .map(|k| {
+            let mut value = vec![1u8];
+            value.extend(postcard::to_allocvec(&BEFORE).unwrap());
+            (k.clone(), postcard::to_allocvec(&k).unwrap(), value)
+        })
+        .collect();
+    let producer: ThreadedProducer<_> =
+        ClientConfig::new().set("bootstrap.servers", &infra.bootstrap).create().unwrap();
+    for (k, key, value) in &previous {
+        let partition = partition_for_key(k.as_bytes(), PARTITIONS);
+        let rec: BaseRecord<'_, [u8], [u8]> =
+            BaseRecord::to(&changelog).partition(partition).key(key.as_slice()).payload(value.as_slice());
+        producer.send(rec).map_err(|(e, _)| e).unwrap();
+    }
+    producer.flush(Duration::from_secs(60)).unwrap();
+
+    produce_log(&infra, &p.input, &log);
+    let mut a = p.start(&infra, "a");
+    let outputs = tokio::task::block_in_place(|| p.wait_for_outputs(&infra, log.len(), 120, &mut [&mut a]));
+    terminate(&mut a);
+    let expected = expected_counts(&log);
+    let mut seen: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for o in &outputs {
+        seen.entry(o.key.clone()).or_default().push(o.count);
+    }
+    for (key, n) in &expected {
+        let mut counts = seen.remove(key).unwrap_or_default();
+        counts.sort_unstable();
+        let continued: Vec<i64> = (BEFORE + 1..=BEFORE + n).collect();
+        assert_eq!(counts, continued, "{key}: counts continue from the previous release's\n{}", p.logs());
+    }
+    // The upgraded instance rewrote every key it counted in the new format, with what only
+    // that format holds: the offset of the key's last record.
+    let last_offsets: BTreeMap<String, i64> =
+        outputs.iter().map(|o| (o.key.clone(), o.input_offset)).fold(BTreeMap::new(), |mut m, (k, o)| {
+            let e = m.entry(k).or_insert(o);
+            *e = (*e).max(o);
+            m
+        });
+    for (key, (version, tally)) in changelog_tallies(&infra, &p) {
+        assert_eq!(version, Tally::VERSION, "{key}: rewritten in the new format");
+        assert_eq!(tally, Tally { count: BEFORE + expected[&key], last_offset: last_offsets[&key] }, "{key}");
+    }
+}
+
+/// Creates a compacted topic, as `--create-topics` creates changelogs.
+async fn create_compacted(infra: &Infra, topic: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<_> = ClientConfig::new().set("bootstrap.servers", &infra.bootstrap).create().unwrap();
+    let new = NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1)).set("cleanup.policy", "compact");
+    for r in admin.create_topics(&[new], &AdminOptions::new()).await.unwrap() {
+        r.unwrap_or_else(|(t, e)| panic!("creating {t}: {e}"));
+    }
 }
 
 fn expected_counts(log: &MemTopic) -> BTreeMap<String, i64> {

@@ -55,6 +55,15 @@ where
         Self { store: KvStore::new(name) }
     }
 
+    /// The table after its value type changed ([`KvStore::upgrading_from`]).
+    pub fn upgrading_from<Old>(self, version: u8, upgrade: fn(Old) -> V) -> Self
+    where
+        Old: DeserializeOwned + 'static,
+        V: 'static,
+    {
+        Self { store: self.store.upgrading_from(version, upgrade) }
+    }
+
     /// The keys a SNAPSHOT_END of `epoch` ends, in key order.
     pub fn unlisted(&self, epoch: i64) -> Vec<K>
     where

@@ -89,7 +89,28 @@ impl ProbeIn {
 #[derive(Debug)]
 pub struct Probe {
     task: i32,
-    counts: KvStore<String, i64>,
+    counts: KvStore<String, Tally>,
+}
+
+/// What the probe keeps per key: format 2 of its `counts` store. Format 1 (until
+/// 2026-12-02) was the bare count; it restores as a tally whose last offset is unknown, so
+/// an instance upgraded over a changelog of the previous release continues its counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    /// Records counted for the key.
+    pub count: i64,
+    /// Offset of the last record counted (`-1`: counted by a release that did not keep it).
+    pub last_offset: i64,
+}
+
+impl Tally {
+    /// The format version of the `counts` store's values.
+    pub const VERSION: u8 = 2;
+
+    /// A value of format 1, the count alone.
+    fn from_count(count: i64) -> Self {
+        Self { count, last_offset: -1 }
+    }
 }
 
 impl Probe {
@@ -109,12 +130,18 @@ impl Probe {
 
     /// A probe with empty state for the task of `partition`.
     pub fn for_task(partition: i32) -> Self {
-        Self { task: partition, counts: KvStore::new("counts") }
+        let counts = KvStore::new("counts").upgrading_from(Tally::VERSION, Tally::from_count);
+        Self { task: partition, counts }
     }
 
     /// The count of a key.
     pub fn count(&self, key: &str) -> i64 {
-        self.counts.get(&key.to_owned()).copied().unwrap_or(0)
+        self.tally(key).map_or(0, |t| t.count)
+    }
+
+    /// What the probe keeps of a key.
+    pub fn tally(&self, key: &str) -> Option<Tally> {
+        self.counts.get(key).copied()
     }
 }
 
@@ -146,7 +173,7 @@ impl Processor for Probe {
             Some(ProbeIn::Global) | None => format!("global/{}/{}", self.task, String::from_utf8_lossy(key)),
         };
         let count = self.count(&key) + 1;
-        self.counts.put(key.clone(), count);
+        self.counts.put(key.clone(), Tally { count, last_offset: meta.offset });
         let record = KeyedCount {
             key: key.clone(),
             count,

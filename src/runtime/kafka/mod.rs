@@ -78,7 +78,7 @@ pub enum RuntimeError {
     #[error("setting up the output writers: {0}")]
     Codec(#[from] CodecError),
     /// A changelog record could not be applied: the state cannot be trusted.
-    #[error("restoring {topic}[{partition}]: {source}")]
+    #[error("restoring {topic}[{partition}]")]
     Restore {
         /// The changelog topic.
         topic: String,
