@@ -13,10 +13,11 @@ use thiserror::Error;
 
 use super::{
     admit::{self, Admitted, Envelope, InputRules},
-    clock::{Gate, Mark, Verdict, Writer},
-    deadletter::{DeadLetter, Source},
+    clock::{Gate, Mark, Writer},
+    deadletter::DeadLetter,
     partitioner::partition_for_key,
-    processor::{OutputRecord, Outputs, Processor, RecordMeta},
+    processor::{OutputRecord, Outputs, Processor},
+    step::{Released, step},
     task::Task,
 };
 use crate::codec::{Codec, CodecError, RecordWriter};
@@ -336,15 +337,25 @@ where
             let (input, topic, q) = lanes[released.lane];
             let rec = &topic.partitions[q as usize][released.offset as usize];
             run.records_in += 1;
-            let at = Position { input, partition: q, offset: released.offset, writer: released.writer };
             let global = input >= inputs.len();
-            let letters = rules.writes_dead_letter(input, global, q, partition, partitions);
-            let used = matches!(admitted, Admitted::Use(_)) && released.verdict == Verdict::Use;
-            if rec.beat && used && rules.checked.contains(&input) {
-                task.note_heartbeat(input, q, rec.timestamp_ms);
+            let released = Released {
+                input,
+                topic: &topic.name,
+                partition: q,
+                offset: released.offset,
+                timestamp_ms: rec.timestamp_ms,
+                writer: released.writer,
+                key: rec.key.as_deref(),
+                value: rec.value.as_deref(),
+                traceparent: None,
+                admitted,
+                verdict: released.verdict,
+                checked_beat: rec.beat && rules.checked.contains(&input),
+                letters: rules.writes_dead_letter(input, global, q, partition, partitions),
+            };
+            if let Some(refused) = step(processor_name, &mut task, released) {
+                run.dead_letters.push(refused.letter);
             }
-            let record = Stepped { topic, at, rec, admitted, verdict: released.verdict, letters };
-            step(processor_name, &mut task, record, &mut run.dead_letters);
             for out in task.take_outputs() {
                 route(&mut out_topics, out, Writer::new(partition, partitions));
             }
@@ -435,76 +446,6 @@ impl Feeding<'_> {
             next[sub] += 1;
             if !gate.holds(*lane, *task) {
                 return Ok(());
-            }
-        }
-    }
-}
-
-/// Where a record sits: its input, partition, offset and writer.
-#[derive(Debug, Clone, Copy)]
-struct Position {
-    input: usize,
-    partition: i32,
-    offset: i64,
-    writer: Writer,
-}
-
-/// A released record and what admission and the gate said of it.
-struct Stepped<'a, I> {
-    topic: &'a MemTopic,
-    at: Position,
-    rec: &'a LogRecord,
-    admitted: Admitted<I>,
-    verdict: Verdict,
-    /// Whether this task writes its dead letter ([`InputRules::writes_dead_letter`]).
-    letters: bool,
-}
-
-fn step<P: Processor>(
-    processor_name: &str,
-    task: &mut Task<P>,
-    record: Stepped<'_, P::Input>,
-    dead_letters: &mut Vec<DeadLetter>,
-) {
-    let Stepped { topic, at, rec, admitted, verdict, letters } = record;
-    let Position { input, partition, offset, writer } = at;
-    let meta = RecordMeta {
-        input,
-        partition,
-        offset,
-        timestamp_ms: rec.timestamp_ms,
-        writer,
-        key: rec.key.clone(),
-        traceparent: None,
-    };
-    let source = Source {
-        topic: &topic.name,
-        partition,
-        offset,
-        timestamp_ms: Some(rec.timestamp_ms),
-        key: rec.key.as_deref(),
-        value: rec.value.as_deref(),
-        processor: processor_name,
-        stream_time: task.stream_time(),
-    };
-    match (verdict, admitted) {
-        (Verdict::Ahead, _) => {
-            if letters {
-                dead_letters.push(DeadLetter::ahead(source));
-            }
-            task.skip(&meta);
-        }
-        (_, Admitted::Time) => task.advance(&meta),
-        (_, Admitted::Reject { reason, detail }) => {
-            if letters {
-                dead_letters.push(DeadLetter::new(source, reason, detail));
-            }
-            task.undecodable(&meta);
-        }
-        (_, Admitted::Retry(_)) => unreachable!("the driver stops at a retriable record"),
-        (_, Admitted::Use(decoded)) => {
-            if let Err(e) = task.process(decoded, &meta) {
-                dead_letters.push(DeadLetter::new(source, e.reason.as_str(), e.detail));
             }
         }
     }

@@ -11,6 +11,7 @@
 //! * [`epoch`]: the snapshot-epoch rule (who a relist did not re-list), and the store of
 //!   objects it applies to.
 //! * [`task`]: one processor instance per partition, with its stream time.
+//! * [`step`]: what a released record does to its task, for both shells.
 //! * [`clock`]: who wrote each record, and the merge of a task's inputs that releases a
 //!   record only once no input (and no upstream task) can still deliver an earlier one.
 //! * [`driver`]: the in-memory driver (no broker) used by `replay`, `demo` and tests.
@@ -28,6 +29,7 @@ pub mod kafka;
 pub mod partitioner;
 pub mod probe;
 pub mod processor;
+pub mod step;
 pub mod store;
 pub mod task;
 pub mod topics;

@@ -26,7 +26,7 @@ use super::{
     config::RuntimeConfig,
     globals::{reposition_globals, take_globals},
     group_consumer_config, kafka,
-    read::{Pending, Read, admit_waiting},
+    read::{Read, admit_waiting},
     spans::{emit_span, process_span},
     stats::{RuntimeStats, lag},
     transactions::{commit, fenced_or, headers, is_fatal, produce_output, send, transactional_producer},
@@ -35,10 +35,10 @@ use crate::{
     codec::{Codec, CodecError, RecordWriter},
     runtime::{
         admit::Admitted,
-        clock::{Mark, Verdict, Writer},
-        deadletter::{self, DeadLetter, Reason, Source},
-        processor::{OutputPort, Processor, RecordMeta},
-        task::Task,
+        clock::{Mark, Writer},
+        deadletter,
+        processor::{OutputPort, Processor},
+        step::{Refused, Released, step},
     },
     telemetry,
 };
@@ -271,24 +271,27 @@ where
                 let own = span.as_ref().and_then(|span| telemetry::traceparent(span.span_context()));
                 let traceparent = own.as_deref().or(rec.traceparent.as_deref());
                 let global = rec.input >= factory.lanes.inputs;
-                let letters =
-                    cfg.rules.writes_dead_letter(rec.input, global, rec.partition, partition, task_count);
-                if factory.lanes.checked[lane]
-                    && rec.mark == Mark::Through
-                    && verdict == Verdict::Use
-                    && matches!(admitted, Admitted::Use(_))
-                {
-                    slot.task.note_heartbeat(rec.input, rec.partition, rec.timestamp_ms);
-                }
-                let judged = (admitted, verdict);
-                let stepped = step(cfg, &mut slot.task, &all_topics, &rec, judged, traceparent)
-                    .filter(|(_, _, own)| *own || letters);
-                if let Some((reason, dl, _)) = stepped {
+                let released = Released {
+                    input: rec.input,
+                    topic: all_topics[rec.input],
+                    partition: rec.partition,
+                    offset: rec.offset,
+                    timestamp_ms: rec.timestamp_ms,
+                    writer: rec.writer,
+                    key: rec.key.as_deref(),
+                    value: rec.value.as_deref(),
+                    traceparent,
+                    admitted,
+                    verdict,
+                    checked_beat: factory.lanes.checked[lane] && rec.mark == Mark::Through,
+                    letters: cfg.rules.writes_dead_letter(rec.input, global, rec.partition, partition, task_count),
+                };
+                if let Some(Refused { reason, letter }) = step(&cfg.processor, &mut slot.task, released) {
                     if let Some(span) = &mut span {
                         span.set_status(Status::error(reason));
                     }
                     *dead_letters.entry(reason).or_default() += 1;
-                    let value = dead_letter_writer.encode(&dl.fitting(dead_letter_max_bytes))?;
+                    let value = dead_letter_writer.encode(&letter.fitting(dead_letter_max_bytes))?;
                     let p = partition % dead_letter_partitions;
                     if let Err(e) = send(
                         &producer,
@@ -405,60 +408,4 @@ fn positions<C: ConsumerContext>(
             _ => None,
         })
         .collect()
-}
-
-/// Processes one released record as admission and the gate judged it; returns a dead
-/// letter, with its bounded reason code, if it could not be used, and whether the processor
-/// itself refused it (its own outcome: written by whichever task met it).
-fn step<P: Processor>(
-    cfg: &RuntimeConfig,
-    task: &mut Task<P>,
-    topics: &[&str],
-    rec: &Pending<P::Input>,
-    (admitted, verdict): (Admitted<P::Input>, Verdict),
-    traceparent: Option<&str>,
-) -> Option<(&'static str, DeadLetter, bool)> {
-    let partition = rec.partition;
-    let meta = RecordMeta {
-        input: rec.input,
-        partition,
-        offset: rec.offset,
-        timestamp_ms: rec.timestamp_ms,
-        writer: rec.writer,
-        key: rec.key.clone(),
-        traceparent: traceparent.map(str::to_owned),
-    };
-    let source = Source {
-        topic: topics[rec.input],
-        partition,
-        offset: rec.offset,
-        timestamp_ms: Some(rec.timestamp_ms),
-        key: rec.key.as_deref(),
-        value: rec.value.as_deref(),
-        processor: &cfg.processor,
-        stream_time: task.stream_time(),
-    };
-    match (verdict, admitted) {
-        (Verdict::Ahead, _) => {
-            task.skip(&meta);
-            Some((Reason::TimestampAhead.as_str(), DeadLetter::ahead(source), false))
-        }
-        (_, Admitted::Time) => {
-            task.advance(&meta);
-            None
-        }
-        (_, Admitted::Reject { reason, detail }) => {
-            task.undecodable(&meta);
-            Some((reason, DeadLetter::new(source, reason, detail), false))
-        }
-        (_, Admitted::Retry(e)) => {
-            // Never pushed: admission waits for the registry. Kept total all the same.
-            task.skip(&meta);
-            Some((e.reason(), DeadLetter::undecodable(source, &e), false))
-        }
-        (_, Admitted::Use(decoded)) => task
-            .process(decoded, &meta)
-            .err()
-            .map(|e| (e.reason.as_str(), DeadLetter::new(source, e.reason.as_str(), e.detail), true)),
-    }
 }
