@@ -7,8 +7,9 @@
 # again on exit whatever happens (scripts/infra/down.sh, scripts/k8s/down.sh), and in between
 # runs:
 #   cargo fmt --check
-#   cargo clippy --all-targets -- -D warnings
-#   cargo test --all-targets --no-fail-fast "$@"
+#   cargo clippy --lib --bins -- -D warnings                      (the production build)
+#   cargo clippy --all-targets --features failpoints -- -D warnings
+#   cargo test --all-targets --features failpoints --no-fail-fast "$@"
 # Server logs stay in files under .cache/run/ (listed on failure), not on stdout.
 # Example: ./scripts/test.sh exactly_once -- --nocapture
 set -euo pipefail
@@ -72,10 +73,12 @@ check_disk() {
 }
 step "disk space for the build" check_disk
 step "cargo fmt --check" cargo fmt --check
-step "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
+# The production binary has no failpoints; the tests pause instances at them.
+step "cargo clippy --lib --bins -D warnings" cargo clippy --lib --bins -- -D warnings
+step "cargo clippy --all-targets --features failpoints" cargo clippy --all-targets --features failpoints -- -D warnings
 # Keep cargo's output on the terminal and in a file, to total the results at the end.
 # --no-fail-fast: one red test binary must not hide whether the ones after it pass.
 cargo_test() {
-  cargo test --all-targets --no-fail-fast "$@" 2>&1 | tee .cache/run/cargo-test.log
+  cargo test --all-targets --features failpoints --no-fail-fast "$@" 2>&1 | tee .cache/run/cargo-test.log
 }
-step "cargo test --all-targets${*:+ $*}" cargo_test "$@"
+step "cargo test --all-targets --features failpoints${*:+ $*}" cargo_test "$@"

@@ -11,6 +11,11 @@
 //! dead-letter topic exactly once, with its reason, the large one cut to fit; and every
 //! output must equal `kubefacts replay` of the good trace alone, stage by stage.
 
+#[cfg(not(feature = "failpoints"))]
+compile_error!(
+    "these tests stop instances at failpoints: build them with `--features failpoints` (./scripts/test.sh does)"
+);
+
 mod support;
 
 use std::{

@@ -12,6 +12,11 @@
 //! Run 1 must also equal the in-memory driver (`kubefacts replay`) decision by decision, and
 //! the decisions must be what the plan implies (holds, TTLs, caps, deletions).
 
+#[cfg(not(feature = "failpoints"))]
+compile_error!(
+    "these tests stop instances at failpoints: build them with `--features failpoints` (./scripts/test.sh does)"
+);
+
 mod support;
 
 use std::{

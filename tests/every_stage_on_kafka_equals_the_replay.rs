@@ -14,6 +14,11 @@
 //! third of their runs, and `[coverage]`, forced past a quiet run-facts partition, fired for
 //! CronJobs that never missed a run. Both differ from the replay here.
 
+#[cfg(not(feature = "failpoints"))]
+compile_error!(
+    "these tests stop instances at failpoints: build them with `--features failpoints` (./scripts/test.sh does)"
+);
+
 mod support;
 
 use std::time::{Duration, Instant};

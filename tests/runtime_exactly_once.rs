@@ -2,6 +2,11 @@
 //! restores and rebalances; bad records dead-lettered with their offsets; the same outputs
 //! as the in-memory driver.
 
+#[cfg(not(feature = "failpoints"))]
+compile_error!(
+    "these tests stop instances at failpoints: build them with `--features failpoints` (./scripts/test.sh does)"
+);
+
 mod support;
 
 use std::{
@@ -506,7 +511,8 @@ async fn state_of_the_previous_format_is_restored_after_an_upgrade() {
 /// Creates a compacted topic, as `--create-topics` creates changelogs.
 async fn create_compacted(infra: &Infra, topic: &str) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    let admin: AdminClient<_> = ClientConfig::new().set("bootstrap.servers", &infra.bootstrap).create().unwrap();
+    let admin: AdminClient<_> =
+        ClientConfig::new().set("bootstrap.servers", &infra.bootstrap).create().unwrap();
     let new = NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1)).set("cleanup.policy", "compact");
     for r in admin.create_topics(&[new], &AdminOptions::new()).await.unwrap() {
         r.unwrap_or_else(|(t, e)| panic!("creating {t}: {e}"));

@@ -27,7 +27,7 @@ use kubefacts::{
     config::{ProcessConfig, StageConfig},
     metrics::{Metrics, MetricsServer},
     runtime::{
-        kafka::{Failpoint, RuntimeConfig, RuntimeStats},
+        kafka::{RuntimeConfig, RuntimeStats},
         topics::{TopicSpec, check_copartitioned, ensure_topics},
     },
 };
@@ -88,10 +88,11 @@ pub struct ProcessArgs {
     /// Prometheus `/metrics` endpoint address (`host:port`).
     #[arg(long)]
     pub metrics_addr: Option<String>,
-    /// Tests only: stop this process (SIGSTOP) inside a transaction,
-    /// `before-offsets:N` or `before-commit:N`.
+    /// Tests only (builds with the `failpoints` feature): stop this process (SIGSTOP)
+    /// inside a transaction, `before-offsets:N` or `before-commit:N`.
+    #[cfg(feature = "failpoints")]
     #[arg(long, hide = true)]
-    pub failpoint: Option<Failpoint>,
+    pub failpoint: Option<kubefacts::runtime::kafka::Failpoint>,
 }
 
 /// `--processor`: a stage of [`kubefacts::pipeline::STAGES`] by name.
@@ -147,7 +148,10 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         runtime.commit_interval_ms = settings.commit_interval_ms;
         runtime.transaction_timeout_ms = settings.transaction_timeout_ms;
         runtime.session_timeout_ms = settings.session_timeout_ms;
-        runtime.failpoint = args.failpoint;
+        #[cfg(feature = "failpoints")]
+        {
+            runtime.failpoint = args.failpoint;
+        }
         prepare_topics(&runtime, processor, &settings, &pipeline.topics)
             .await
             .with_context(|| format!("stage {}", stage.name()))?;

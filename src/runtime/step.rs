@@ -56,7 +56,11 @@ pub struct Refused {
 
 /// Hands one released record to its task; returns the dead letter this task writes for
 /// it, if any. `processor` names the stage in dead letters.
-pub fn step<P: Processor>(processor: &str, task: &mut Task<P>, rec: Released<'_, P::Input>) -> Option<Refused> {
+pub fn step<P: Processor>(
+    processor: &str,
+    task: &mut Task<P>,
+    rec: Released<'_, P::Input>,
+) -> Option<Refused> {
     let meta = RecordMeta {
         input: rec.input,
         partition: rec.partition,
@@ -79,7 +83,7 @@ pub fn step<P: Processor>(processor: &str, task: &mut Task<P>, rec: Released<'_,
     if rec.checked_beat && rec.verdict == Verdict::Use && matches!(rec.admitted, Admitted::Use(_)) {
         task.note_heartbeat(rec.input, rec.partition, rec.timestamp_ms);
     }
-    let (refused, own) = match (rec.verdict, rec.admitted) {
+    let ((reason, letter), own) = match (rec.verdict, rec.admitted) {
         (Verdict::Ahead, _) => {
             task.skip(&meta);
             ((Reason::TimestampAhead.as_str(), DeadLetter::ahead(source)), false)
@@ -103,5 +107,5 @@ pub fn step<P: Processor>(processor: &str, task: &mut Task<P>, rec: Released<'_,
             Err(e) => ((e.reason.as_str(), DeadLetter::new(source, e.reason.as_str(), e.detail)), true),
         },
     };
-    (own || rec.letters).then(|| Refused { reason: refused.0, letter: refused.1 })
+    (own || rec.letters).then_some(Refused { reason, letter })
 }

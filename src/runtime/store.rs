@@ -43,9 +43,7 @@ pub enum StoreError {
     /// A changelog value of a format version this store does not read: written by a newer
     /// release (a rollback past a format change), or by one older than the version before
     /// the current.
-    #[error(
-        "changelog of store {store} holds a value of format version {found}; this release reads {reads}"
-    )]
+    #[error("changelog of store {store} holds a value of format version {found}; this release reads {reads}")]
     UnknownVersion {
         /// The store.
         store: String,

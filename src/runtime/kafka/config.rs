@@ -41,7 +41,8 @@ pub struct RuntimeConfig {
     /// Consumer group session timeout, in milliseconds: how soon a crashed instance's
     /// partitions move.
     pub session_timeout_ms: u64,
-    /// A deliberate pause, for tests of lost assignments only.
+    /// A deliberate pause, for tests of lost assignments only; it pauses nothing in a build
+    /// without the `failpoints` feature.
     pub failpoint: Option<Failpoint>,
 }
 
@@ -83,6 +84,10 @@ impl std::str::FromStr for Failpoint {
 }
 
 impl Failpoint {
+    #[cfg(not(feature = "failpoints"))]
+    pub(super) fn pause_if(_: Option<Self>, _: FailpointAt, _: u64) {}
+
+    #[cfg(feature = "failpoints")]
     pub(super) fn pause_if(this: Option<Self>, at: FailpointAt, transaction: u64) {
         if this.is_some_and(|f| f.at == at && f.transaction == transaction) {
             tracing::warn!(?at, transaction, "failpoint: stopping this process (SIGSTOP)");

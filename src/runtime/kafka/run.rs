@@ -284,7 +284,13 @@ where
                     admitted,
                     verdict,
                     checked_beat: factory.lanes.checked[lane] && rec.mark == Mark::Through,
-                    letters: cfg.rules.writes_dead_letter(rec.input, global, rec.partition, partition, task_count),
+                    letters: cfg.rules.writes_dead_letter(
+                        rec.input,
+                        global,
+                        rec.partition,
+                        partition,
+                        task_count,
+                    ),
                 };
                 if let Some(Refused { reason, letter }) = step(&cfg.processor, &mut slot.task, released) {
                     if let Some(span) = &mut span {
