@@ -15,7 +15,7 @@ use super::{
     admit::{self, Admitted, Envelope, InputRules},
     clock::{Gate, Mark, Writer},
     deadletter::DeadLetter,
-    partitioner::partition_for_key,
+    partitioner::{partition_for_key, placement},
     processor::{OutputRecord, Outputs, Processor},
     step::{Released, step},
     task::Task,
@@ -101,11 +101,16 @@ impl MemTopic {
         }
     }
 
-    /// Appends `record` to its key's partition, or to every partition when keyless.
+    /// Appends `record` to its key's partition, or to every partition when keyless
+    /// ([`placement`], as the watcher's publisher places it).
     pub fn produce_record(&mut self, record: LogRecord) {
-        match record.key.as_deref() {
-            Some(k) => self.append(partition_for_key(k, self.partition_count()), record),
-            None => (0..self.partition_count()).for_each(|p| self.append(p, record.clone())),
+        let mut partitions = placement(record.key.as_deref(), self.partition_count());
+        let last = partitions.next_back();
+        for p in partitions {
+            self.append(p, record.clone());
+        }
+        if let Some(p) = last {
+            self.append(p, record);
         }
     }
 

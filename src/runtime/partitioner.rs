@@ -44,9 +44,29 @@ pub fn partition_for_key(key: &[u8], partitions: i32) -> i32 {
     (murmur2(key) & 0x7fff_ffff) % partitions
 }
 
+/// Where a record goes, once for every writer of input topics (the watcher's publisher,
+/// the in-memory topics of `replay` and the tests): a keyed record to its key's partition
+/// ([`partition_for_key`]), a keyless one (a snapshot marker, a heartbeat) to every
+/// partition, so every task of every processor sees it.
+pub fn placement(key: Option<&[u8]>, partitions: i32) -> std::ops::Range<i32> {
+    match key {
+        Some(key) => {
+            let p = partition_for_key(key, partitions);
+            p..p + 1
+        }
+        None => 0..partitions.max(1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keyed_records_go_to_their_partition_keyless_ones_to_every_partition() {
+        assert_eq!(placement(Some(b"abc"), 3).collect::<Vec<_>>(), [partition_for_key(b"abc", 3)]);
+        assert_eq!(placement(None, 3).collect::<Vec<_>>(), [0, 1, 2]);
+    }
 
     /// Kafka's `UtilsTest.testMurmur2` (clients/src/test/java/org/apache/kafka/common/utils).
     #[test]

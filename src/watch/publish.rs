@@ -25,7 +25,7 @@ use crate::{
     codec::{Codec, CodecError, RecordWriter},
     observe::topics::TopicsConfig,
     observe::{InputTopic, Observation},
-    runtime::{HEARTBEAT_HEADER, partitioner::partition_for_key},
+    runtime::{HEARTBEAT_HEADER, partitioner::placement},
     telemetry,
 };
 
@@ -181,11 +181,7 @@ impl Publisher {
         let value = obs.record.encode(&out.writer)?;
         let timestamp = obs.record.observed_at();
         let heartbeat = obs.record.event() == crate::observe::ObservationEvent::Heartbeat;
-        let partitions: Vec<i32> = match &obs.key {
-            Some(key) => vec![partition_for_key(key.as_bytes(), out.partitions)],
-            None => (0..out.partitions).collect(),
-        };
-        for partition in partitions {
+        for partition in placement(obs.key.as_deref().map(str::as_bytes), out.partitions) {
             let mut record: FutureRecord<'_, [u8], [u8]> =
                 FutureRecord::to(&out.name).partition(partition).timestamp(timestamp).payload(&value);
             if let Some(key) = &obs.key {
