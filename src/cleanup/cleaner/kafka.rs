@@ -3,20 +3,20 @@
 
 use std::{
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use rdkafka::{
     ClientConfig, ClientContext, Message, Offset, TopicPartitionList,
-    consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance},
+    consumer::{BaseConsumer, ConsumerContext, Rebalance},
     error::KafkaError,
-    producer::{DefaultProducerContext, Producer, ThreadedProducer},
+    producer::{DefaultProducerContext, ThreadedProducer},
 };
 
 use super::run::{Batch, CleanerError, CleanerRun, Output, Pending};
 use crate::runtime::{
     HEARTBEAT_HEADER,
-    kafka::{self, is_fenced},
+    kafka::{self, TxError, TxSession},
 };
 
 /// Partitions of the decisions topic revoked by a rebalance, recorded by the consumer's
@@ -86,31 +86,32 @@ pub(super) fn poll_batch(
 
 /// Writes the batch's records and offsets in one transaction and commits it.
 pub(super) fn commit(
-    producer: &ThreadedProducer<DefaultProducerContext>,
+    session: &TxSession,
     consumer: &BaseConsumer<Revocations>,
     run: &CleanerRun,
     batch: &Batch,
-) -> Result<(), KafkaError> {
-    producer.begin_transaction()?;
+) -> Result<(), CleanerError> {
+    session.begin()?;
+    let kafka_err = |context| move |source| CleanerError::Kafka { context, source };
     for out in &batch.outputs {
         let topic = if out.topic_is_outcomes { &run.outcomes } else { &run.dead_letter };
-        send(producer, topic, out)?;
+        send(session.producer(), topic, out).map_err(kafka_err("sending"))?;
     }
     let mut tpl = TopicPartitionList::new();
     for (&partition, &next) in &batch.offsets {
-        tpl.add_partition_offset(&run.decisions, partition, Offset::Offset(next))?;
+        tpl.add_partition_offset(&run.decisions, partition, Offset::Offset(next))
+            .map_err(kafka_err("listing the offsets"))?;
     }
-    let group =
-        consumer.group_metadata().ok_or(KafkaError::Global(rdkafka::types::RDKafkaErrorCode::State))?;
-    let timeout = Duration::from_millis(run.transaction_timeout_ms);
-    // As in the runtime: wait for the deliveries first, so AddOffsetsToTxn does not collide
-    // with AddPartitionsToTxn and the commit's flush finds nothing in flight.
-    let deadline = Instant::now() + timeout;
-    while producer.in_flight_count() > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_micros(200));
+    session.commit(consumer, &tpl, None, 0).map_err(|e| session.judge(e, "commit").into())
+}
+
+impl From<TxError> for CleanerError {
+    fn from(e: TxError) -> Self {
+        match e {
+            TxError::Fenced { transactional_id } => CleanerError::Fenced { transactional_id },
+            TxError::Kafka { context, source } => CleanerError::Kafka { context, source },
+        }
     }
-    producer.send_offsets_to_transaction(&tpl, &group, timeout)?;
-    producer.commit_transaction(timeout)
 }
 
 /// Queues one output record (the runtime's send: it waits while librdkafka's queue is full).
@@ -126,12 +127,4 @@ pub(super) fn client_config(run: &CleanerRun) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &run.bootstrap);
     c
-}
-
-pub(super) fn fenced_or(e: KafkaError, transactional_id: &str, context: &'static str) -> CleanerError {
-    if is_fenced(&e) {
-        CleanerError::Fenced { transactional_id: transactional_id.to_owned() }
-    } else {
-        CleanerError::Kafka { context, source: e }
-    }
 }

@@ -19,17 +19,14 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use rdkafka::{
-    consumer::{BaseConsumer, Consumer},
-    producer::Producer,
-};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use tokio::runtime::Handle;
 
 pub use super::kube_calls::{Applied, apply};
 pub use super::run::{CleanerError, CleanerRun};
 use super::{
     RateLimiter,
-    kafka::{Revocations, client_config, commit, fenced_or, poll_batch},
+    kafka::{Revocations, client_config, commit, poll_batch},
     run::{Batch, Output, Pending, kafka},
     validate,
 };
@@ -41,7 +38,7 @@ use crate::{
     codec::{Codec, CodecError, RecordWriter},
     runtime::{
         deadletter::{self, DeadLetter, Reason, Source},
-        kafka::{RuntimeStats, group_consumer_config, is_fatal, lag, rewind, transactional_producer},
+        kafka::{RuntimeStats, TxSession, group_consumer_config, lag, rewind},
         partitioner::partition_for_key,
     },
 };
@@ -112,11 +109,7 @@ pub fn run_blocking(
         limiter: RateLimiter::per_second(cfg.max_deletes_per_sec),
     };
 
-    let producer = transactional_producer(&run.bootstrap, &transactional_id, run.transaction_timeout_ms)
-        .map_err(kafka("creating the transactional producer"))?;
-    producer
-        .init_transactions(Duration::from_secs(60))
-        .map_err(|e| fenced_or(e, &transactional_id, "init_transactions"))?;
+    let session = TxSession::open(&run.bootstrap, &transactional_id, run.transaction_timeout_ms)?;
 
     let revocations = Revocations::default();
     let consumer: BaseConsumer<Revocations> = group_consumer_config(&run.bootstrap, &run.group_id())
@@ -181,7 +174,7 @@ pub fn run_blocking(
 
         // 3. One transaction: outcomes, dead letters, offsets.
         if !batch.offsets.is_empty() {
-            match commit(&producer, &consumer, run, &batch) {
+            match commit(&session, &consumer, run, &batch) {
                 Ok(()) => {
                     stats.commits.inc();
                     stats.count_in(&run.decisions, batch.decisions);
@@ -191,12 +184,10 @@ pub fn run_blocking(
                     }
                     stats.add_events(std::mem::take(&mut batch.events));
                 }
-                Err(e) if is_fatal(&e) => return Err(fenced_or(e, &transactional_id, "commit")),
+                Err(e @ CleanerError::Fenced { .. }) => return Err(e),
                 Err(e) => {
                     tracing::warn!(error = %e, "aborting the transaction; its decisions will be read again");
-                    producer
-                        .abort_transaction(Duration::from_secs(60))
-                        .map_err(|e| fenced_or(e, &transactional_id, "abort"))?;
+                    session.abort()?;
                     stats.aborts.inc();
                     whole = false;
                 }

@@ -22,7 +22,8 @@
 //! * `assign`: rebalances, the tasks an assignment creates and their gate lanes.
 //! * `restore`: changelog restore.
 //! * `globals`: the reader of global inputs, shared by every task.
-//! * `transactions`: the transactional producer, what it sends and the commit.
+//! * `transactions`: the transactional session (begin, commit with the consumed offsets,
+//!   abort; the cleaner's too), what it sends.
 //! * `stats`: [`RuntimeStats`] and the consumer lag.
 //! * `spans`: the `process` and `emit` tracing spans.
 
@@ -42,7 +43,7 @@ use thiserror::Error;
 pub(crate) use self::{
     assign::rewind,
     stats::lag,
-    transactions::{is_fatal, is_fenced, send, transactional_producer},
+    transactions::{TxError, TxSession, send},
 };
 pub use self::{
     config::{Failpoint, FailpointAt, RuntimeConfig},

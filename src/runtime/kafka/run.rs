@@ -15,7 +15,6 @@ use rdkafka::{
     Message, Offset,
     consumer::{BaseConsumer, Consumer, ConsumerContext},
     error::KafkaError,
-    producer::Producer,
 };
 use tokio::runtime::Handle;
 
@@ -29,7 +28,7 @@ use super::{
     read::{Read, admit_waiting},
     spans::{emit_span, process_span},
     stats::{RuntimeStats, lag},
-    transactions::{commit, fenced_or, headers, is_fatal, produce_output, send, transactional_producer},
+    transactions::{TxSession, headers, is_fatal, offsets_list, produce_output, send},
 };
 use crate::{
     codec::{Codec, CodecError, RecordWriter},
@@ -111,11 +110,8 @@ where
         .map(|(port, topic)| port.key_record.map(|k| handle.block_on(codec.key_writer(topic, k))).transpose())
         .collect::<Result<_, _>>()?;
 
-    let producer = transactional_producer(&cfg.bootstrap, &transactional_id, cfg.transaction_timeout_ms)
-        .map_err(kafka("creating the transactional producer"))?;
-    producer
-        .init_transactions(Duration::from_secs(60))
-        .map_err(|e| fenced_or(e, &transactional_id, "init_transactions"))?;
+    let session = TxSession::open(&cfg.bootstrap, &transactional_id, cfg.transaction_timeout_ms)?;
+    let producer = session.producer();
 
     let rebalances = RebalanceLog::default();
     let consumer: BaseConsumer<RebalanceLog> = group_consumer_config(&cfg.bootstrap, &cfg.group_id())
@@ -245,7 +241,7 @@ where
         }
 
         // 2. One transaction for everything the tasks can process now.
-        producer.begin_transaction().map_err(|e| fenced_or(e, &transactional_id, "begin_transaction"))?;
+        session.begin()?;
         let mut offsets: BTreeMap<(usize, i32), i64> = BTreeMap::new();
         let mut failed: Option<KafkaError> = None;
         let mut counted: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -300,7 +296,7 @@ where
                     let value = dead_letter_writer.encode(&letter.fitting(dead_letter_max_bytes))?;
                     let p = partition % dead_letter_partitions;
                     if let Err(e) = send(
-                        &producer,
+                        producer,
                         &cfg.dead_letter,
                         p,
                         rec.key.as_deref(),
@@ -325,7 +321,7 @@ where
                     let linked = emit.as_ref().and_then(|s| telemetry::traceparent(s.span_context()));
                     let tp = if out.heartbeat { None } else { linked.as_deref().or(traceparent) };
                     let ports = &factory.output_partitions;
-                    if let Err(e) = produce_output(&producer, cfg, ports, out, &writer, tp) {
+                    if let Err(e) = produce_output(producer, cfg, ports, out, &writer, tp) {
                         failed = Some(e);
                     }
                 }
@@ -342,7 +338,7 @@ where
             for (store, (key, value)) in slot.task.take_changes() {
                 let topic = cfg.changelog_topic(&stores[store]);
                 let ts = slot.task.stream_time().unwrap_or(0);
-                if let Err(e) = send(&producer, &topic, partition, Some(&key), value.as_deref(), ts, None) {
+                if let Err(e) = send(producer, &topic, partition, Some(&key), value.as_deref(), ts, None) {
                     failed = Some(e);
                 }
             }
@@ -357,7 +353,8 @@ where
             Some(e) => Err(e),
             None => {
                 transactions += 1;
-                commit(&producer, &consumer, cfg, &inputs, &offsets, transactions)
+                offsets_list(&inputs, &offsets)
+                    .and_then(|tpl| session.commit(&consumer, &tpl, cfg.failpoint, transactions))
             }
         };
         match result {
@@ -374,12 +371,10 @@ where
             }
             Err(e) => {
                 if is_fatal(&e) {
-                    return Err(fenced_or(e, &transactional_id, "commit"));
+                    return Err(session.judge(e, "commit").into());
                 }
                 tracing::warn!(error = %e, "aborting the transaction; tasks restart from their changelogs");
-                producer
-                    .abort_transaction(Duration::from_secs(60))
-                    .map_err(|e| fenced_or(e, &transactional_id, "abort"))?;
+                session.abort()?;
                 stats.aborts.inc();
                 // Drop every task and rewind: state and positions return to the last commit.
                 let assigned: Vec<i32> = tasks.keys().copied().collect();

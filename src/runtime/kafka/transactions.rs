@@ -8,7 +8,7 @@ use std::{
 
 use rdkafka::{
     ClientConfig, Offset, TopicPartitionList,
-    consumer::{BaseConsumer, Consumer},
+    consumer::{BaseConsumer, Consumer, ConsumerContext},
     error::KafkaError,
     message::{Header, OwnedHeaders},
     producer::{BaseRecord, Producer, ThreadedProducer},
@@ -16,7 +16,6 @@ use rdkafka::{
 
 use super::{
     RuntimeError,
-    assign::RebalanceLog,
     config::{Failpoint, FailpointAt, RuntimeConfig},
 };
 use crate::{
@@ -27,7 +26,7 @@ use crate::{
 };
 
 /// A transactional, idempotent producer (not initialised yet).
-pub(crate) fn transactional_producer(
+fn transactional_producer(
     bootstrap: &str,
     transactional_id: &str,
     transaction_timeout_ms: u64,
@@ -56,14 +55,6 @@ pub(crate) fn is_fenced(e: &KafkaError) -> bool {
         e.rdkafka_error_code(),
         Some(rdkafka::types::RDKafkaErrorCode::Fenced | rdkafka::types::RDKafkaErrorCode::ProducerFenced)
     ) || is_fatal(e)
-}
-
-pub(super) fn fenced_or(e: KafkaError, transactional_id: &str, context: &'static str) -> RuntimeError {
-    if is_fenced(&e) {
-        RuntimeError::Fenced { transactional_id: transactional_id.to_owned() }
-    } else {
-        RuntimeError::Kafka { context, source: e }
-    }
 }
 
 /// Produces one output record of the task `writer` (its [`WRITER_HEADER`] value).
@@ -138,33 +129,122 @@ pub(crate) fn send(
     }
 }
 
-pub(super) fn commit(
-    producer: &ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
-    consumer: &BaseConsumer<RebalanceLog>,
-    cfg: &RuntimeConfig,
+/// The offsets a transaction commits, per (input index, partition): the next offset to read.
+pub(super) fn offsets_list(
     inputs: &[&str],
     offsets: &BTreeMap<(usize, i32), i64>,
-    transaction: u64,
-) -> Result<(), KafkaError> {
+) -> Result<TopicPartitionList, KafkaError> {
     let mut tpl = TopicPartitionList::new();
     for (&(input, partition), &next) in offsets {
         tpl.add_partition_offset(inputs[input], partition, Offset::Offset(next))?;
     }
-    let group =
-        consumer.group_metadata().ok_or(KafkaError::Global(rdkafka::types::RDKafkaErrorCode::State))?;
-    let timeout = Duration::from_millis(cfg.transaction_timeout_ms);
-    // Wait for the batch's deliveries first. Sent at once, AddOffsetsToTxn collides with the
-    // transaction's AddPartitionsToTxn (CONCURRENT_TRANSACTIONS, retried after
-    // retry.backoff.ms = 100 ms), and rust-rdkafka's commit_transaction flush polls in
-    // 100 ms steps while anything is in flight: ~100 ms lost per transaction either way
-    // (docs/RUNTIME.md, "Runtime benchmark"). Exactly-once is unchanged: the commit waits
-    // for the same deliveries.
-    let deadline = Instant::now() + timeout;
-    while producer.in_flight_count() > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_micros(200));
+    Ok(tpl)
+}
+
+/// A transactional producer and the transactions it runs: the one place a loop that
+/// consumes, produces and commits its input offsets atomically (the stream tasks, the
+/// cleaner) begins, commits and aborts. Exactly-once v2 (KIP-447): the offsets go with the
+/// consuming member's group metadata, so a member that left the group cannot commit.
+pub(crate) struct TxSession {
+    producer: ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
+    transactional_id: String,
+    timeout: Duration,
+}
+
+/// Why a transactional call failed, as a caller reports it.
+#[derive(Debug)]
+pub(crate) enum TxError {
+    /// Another instance with this transactional id took over (or the producer failed
+    /// fatally): this one must stop.
+    Fenced {
+        /// The transactional id.
+        transactional_id: String,
+    },
+    /// Any other failure of the step named.
+    Kafka {
+        /// The step.
+        context: &'static str,
+        /// The client error.
+        source: KafkaError,
+    },
+}
+
+impl From<TxError> for RuntimeError {
+    fn from(e: TxError) -> Self {
+        match e {
+            TxError::Fenced { transactional_id } => RuntimeError::Fenced { transactional_id },
+            TxError::Kafka { context, source } => RuntimeError::Kafka { context, source },
+        }
     }
-    Failpoint::pause_if(cfg.failpoint, FailpointAt::BeforeOffsets, transaction);
-    producer.send_offsets_to_transaction(&tpl, &group, timeout)?;
-    Failpoint::pause_if(cfg.failpoint, FailpointAt::BeforeCommit, transaction);
-    producer.commit_transaction(timeout)
+}
+
+impl TxSession {
+    /// Creates the producer and initialises its transactions, which fences every earlier
+    /// producer with this transactional id (a restarted instance's zombie) and aborts what
+    /// it left open.
+    pub(crate) fn open(bootstrap: &str, transactional_id: &str, timeout_ms: u64) -> Result<Self, TxError> {
+        let producer = transactional_producer(bootstrap, transactional_id, timeout_ms)
+            .map_err(|source| TxError::Kafka { context: "creating the transactional producer", source })?;
+        let session = Self {
+            producer,
+            transactional_id: transactional_id.to_owned(),
+            timeout: Duration::from_millis(timeout_ms),
+        };
+        session
+            .producer
+            .init_transactions(Duration::from_secs(60))
+            .map_err(|e| session.judge(e, "init_transactions"))?;
+        Ok(session)
+    }
+
+    /// The producer, to queue a transaction's records with [`send`].
+    pub(crate) fn producer(&self) -> &ThreadedProducer<rdkafka::producer::DefaultProducerContext> {
+        &self.producer
+    }
+
+    /// How a failed call of `context` is reported: fenced, or a Kafka error.
+    pub(crate) fn judge(&self, e: KafkaError, context: &'static str) -> TxError {
+        if is_fenced(&e) {
+            TxError::Fenced { transactional_id: self.transactional_id.clone() }
+        } else {
+            TxError::Kafka { context, source: e }
+        }
+    }
+
+    /// Begins a transaction.
+    pub(crate) fn begin(&self) -> Result<(), TxError> {
+        self.producer.begin_transaction().map_err(|e| self.judge(e, "begin_transaction"))
+    }
+
+    /// Sends `offsets` with `consumer`'s group metadata and commits the open transaction.
+    /// `failpoint` (tests only) pauses the process in the `transaction`-th one.
+    pub(crate) fn commit<C: ConsumerContext>(
+        &self,
+        consumer: &BaseConsumer<C>,
+        offsets: &TopicPartitionList,
+        failpoint: Option<Failpoint>,
+        transaction: u64,
+    ) -> Result<(), KafkaError> {
+        let group =
+            consumer.group_metadata().ok_or(KafkaError::Global(rdkafka::types::RDKafkaErrorCode::State))?;
+        // Wait for the batch's deliveries first. Sent at once, AddOffsetsToTxn collides with
+        // the transaction's AddPartitionsToTxn (CONCURRENT_TRANSACTIONS, retried after
+        // retry.backoff.ms = 100 ms), and rust-rdkafka's commit_transaction flush polls in
+        // 100 ms steps while anything is in flight: ~100 ms lost per transaction either way
+        // (docs/RUNTIME.md, "Runtime benchmark"). Exactly-once is unchanged: the commit waits
+        // for the same deliveries.
+        let deadline = Instant::now() + self.timeout;
+        while self.producer.in_flight_count() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Failpoint::pause_if(failpoint, FailpointAt::BeforeOffsets, transaction);
+        self.producer.send_offsets_to_transaction(offsets, &group, self.timeout)?;
+        Failpoint::pause_if(failpoint, FailpointAt::BeforeCommit, transaction);
+        self.producer.commit_transaction(self.timeout)
+    }
+
+    /// Aborts the open transaction (after a failed send or commit that is not fatal).
+    pub(crate) fn abort(&self) -> Result<(), TxError> {
+        self.producer.abort_transaction(Duration::from_secs(60)).map_err(|e| self.judge(e, "abort"))
+    }
 }
