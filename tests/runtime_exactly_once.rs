@@ -943,3 +943,70 @@ outputs = ["{output}"]
         terminate(c);
     }
 }
+
+/// Bounded buffers: a task whose merge waits for a slow input pauses its fast input at the
+/// broker instead of reading the backlog into memory, and once the slow input moves on,
+/// everything is counted exactly once. The global input shows its first three records'
+/// time only; the keyed input holds 30 000 records, nearly all later than that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_waiting_for_a_slow_input_pauses_the_fast_one_instead_of_buffering_it() {
+    const LIMIT: usize = 200;
+    let infra = infra();
+    let codec = Codec::new(None).unwrap();
+    let log = input_log(&codec, 30_000, 300, 0);
+    let slow = input_log(&codec, 3, 3, 0);
+    let mut p = Pipeline::new(&infra, "bounded").await;
+    let global = infra.topic("bounded-global", PARTITIONS).await;
+    p.global = Some(global.clone());
+    produce_log(&infra, &global, &slow);
+    produce_log(&infra, &p.input, &log);
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    let limit = LIMIT.to_string();
+    let extra = ["--metrics-addr", &metrics_addr, "--buffered-records-per-partition", &limit];
+    let mut a = p.start_with(&infra, "a", &extra);
+
+    let gauge = |body: &str, name: &str| -> Option<u64> {
+        let prefix = format!("{name}{{stage=\"probe\"}} ");
+        body.lines().find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+    };
+    // Every task's keyed partition fills to the limit and is paused; the global lanes the
+    // merges wait for are not.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut samples = Vec::new();
+    loop {
+        assert!(a.try_wait().unwrap().is_none(), "a exited\n{}", p.logs());
+        let body = match kubefacts::http::get(format!("http://{metrics_addr}/metrics")).await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if let (Some(paused), Some(buffered)) =
+            (gauge(&body, "kubefacts_paused_partitions"), gauge(&body, "kubefacts_buffered_records"))
+        {
+            samples.push((paused, buffered));
+            if samples.iter().filter(|(paused, _)| *paused == PARTITIONS as u64).count() >= 5 {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the keyed partitions were never all paused: {samples:?}\n{}",
+            p.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // What the tasks hold stays near the limit: each task's keyed partition (one fetch
+    // past the limit at most) and the global records.
+    let most = samples.iter().map(|(_, b)| *b).max().unwrap();
+    let bound = (PARTITIONS as usize * (2 * LIMIT) + PARTITIONS as usize * slow.len()) as u64;
+    assert!(most <= bound, "buffered up to {most} records (bound {bound}): {samples:?}");
+
+    // The slow input moves on: every record is released and counted once.
+    produce_end(&infra, &global, PARTITIONS);
+    produce_end(&infra, &p.input, PARTITIONS);
+    let expected_outputs = log.len() + PARTITIONS as usize * slow.len();
+    let outputs =
+        tokio::task::block_in_place(|| p.wait_for_outputs(&infra, expected_outputs, 120, &mut [&mut a]));
+    terminate(&mut a);
+    let keyed: Vec<KeyedCount> = outputs.into_iter().filter(|o| !o.key.starts_with("global/")).collect();
+    assert_exactly_once(&keyed, &log, &p.logs());
+}
