@@ -92,7 +92,8 @@ pub struct ProcessArgs {
     #[arg(long)]
     pub metrics_addr: Option<String>,
     /// Tests only (builds with the `failpoints` feature): stop this process (SIGSTOP)
-    /// inside a transaction, `before-offsets:N` or `before-commit:N`.
+    /// inside a transaction, `before-offsets:N` or `before-commit:N`, or after restoring N
+    /// changelog records, `during-restore:N`.
     #[cfg(feature = "failpoints")]
     #[arg(long, hide = true)]
     pub failpoint: Option<kubefacts::runtime::kafka::Failpoint>,

@@ -49,40 +49,47 @@ pub struct RuntimeConfig {
     pub failpoint: Option<Failpoint>,
 }
 
-/// Where in a transaction a [`Failpoint`] pauses the process.
+/// Where a [`Failpoint`] pauses the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailpointAt {
     /// The transaction's records are produced; its offsets are not sent yet.
     BeforeOffsets,
     /// The offsets are sent; the commit is not.
     BeforeCommit,
+    /// A restore has applied this many changelog records (counted over the instance's
+    /// restores) and has not finished.
+    DuringRestore,
 }
 
-/// Stops the whole process with SIGSTOP inside its `transaction`-th transaction (counting
-/// from 1), as a long GC pause or a frozen VM would: heartbeats stop, the group moves the
-/// partitions away, and a test resumes the process with SIGCONT to check that the zombie's
-/// transaction cannot corrupt the new owner's results.
+/// Stops the whole process with SIGSTOP inside its `nth` transaction (counting from 1), or
+/// after its `nth` restored changelog record, as a long GC pause or a frozen VM would:
+/// heartbeats stop, the group moves the partitions away, and a test resumes the process
+/// with SIGCONT (or SIGKILLs it) to check that the zombie cannot corrupt the new owner's
+/// results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Failpoint {
     /// Where the pause happens.
     pub at: FailpointAt,
-    /// Which transaction pauses.
-    pub transaction: u64,
+    /// Which transaction (or restored record) pauses.
+    pub nth: u64,
 }
 
 impl std::str::FromStr for Failpoint {
     type Err = String;
 
-    /// `before-offsets:N` or `before-commit:N`.
+    /// `before-offsets:N`, `before-commit:N` or `during-restore:N`.
     fn from_str(s: &str) -> Result<Self, String> {
         let (at, n) = s.split_once(':').ok_or_else(|| format!("{s:?}: expected <where>:<transaction>"))?;
         let at = match at {
             "before-offsets" => FailpointAt::BeforeOffsets,
             "before-commit" => FailpointAt::BeforeCommit,
-            other => return Err(format!("{other:?}: expected before-offsets or before-commit")),
+            "during-restore" => FailpointAt::DuringRestore,
+            other => {
+                return Err(format!("{other:?}: expected before-offsets, before-commit or during-restore"));
+            }
         };
-        let transaction = n.parse().map_err(|e| format!("{n:?}: {e}"))?;
-        Ok(Self { at, transaction })
+        let nth = n.parse().map_err(|e| format!("{n:?}: {e}"))?;
+        Ok(Self { at, nth })
     }
 }
 
@@ -91,9 +98,9 @@ impl Failpoint {
     pub(super) fn pause_if(_: Option<Self>, _: FailpointAt, _: u64) {}
 
     #[cfg(feature = "failpoints")]
-    pub(super) fn pause_if(this: Option<Self>, at: FailpointAt, transaction: u64) {
-        if this.is_some_and(|f| f.at == at && f.transaction == transaction) {
-            tracing::warn!(?at, transaction, "failpoint: stopping this process (SIGSTOP)");
+    pub(super) fn pause_if(this: Option<Self>, at: FailpointAt, nth: u64) {
+        if this.is_some_and(|f| f.at == at && f.nth == nth) {
+            tracing::warn!(?at, nth, "failpoint: stopping this process (SIGSTOP)");
             let pid = std::process::id().to_string();
             if let Err(e) = std::process::Command::new("kill").args(["-STOP", &pid]).status() {
                 tracing::error!(error = %e, "failpoint: could not stop the process");

@@ -12,7 +12,12 @@ use rdkafka::{
     error::KafkaError,
 };
 
-use super::{RuntimeError, client_config, config::RuntimeConfig, kafka, stats::RuntimeStats};
+use super::{
+    RuntimeError, client_config,
+    config::{Failpoint, FailpointAt, RuntimeConfig},
+    kafka,
+    stats::RuntimeStats,
+};
 
 /// A client context that does not report PartitionEOF as an error: consumers that ask for
 /// end-of-partition events (restore, `kubefacts alerts`) get one per partition by design,
@@ -77,6 +82,7 @@ pub(super) fn restore(
                     })?;
                     applied += 1;
                     stats.restored.inc();
+                    Failpoint::pause_if(cfg.failpoint, FailpointAt::DuringRestore, stats.restored.get());
                 }
                 // At the last stable offset: everything committed so far is applied.
                 Some(Err(KafkaError::PartitionEOF(p))) => {
