@@ -616,17 +616,37 @@ fn halves(log: &MemTopic) -> (MemTopic, MemTopic) {
     (a, b)
 }
 
+/// A pipeline over `n` records of `keys` keys whose first half instance a counted before
+/// it was stopped; returns it, the whole log and its second half (not produced yet).
+async fn first_half_counted(
+    infra: &Infra,
+    name: &str,
+    n: usize,
+    keys: usize,
+) -> (Pipeline, MemTopic, MemTopic) {
+    let codec = Codec::new(None).unwrap();
+    let log = input_log(&codec, n, keys, 0);
+    let (first, second) = halves(&log);
+    let p = Pipeline::new(infra, name).await;
+    produce_log(infra, &p.input, &first);
+    let mut a = p.start(infra, "a");
+    tokio::task::block_in_place(|| p.wait_for_outputs(infra, first.len(), 120, &mut [&mut a]));
+    terminate(&mut a);
+    (p, log, second)
+}
+
+/// Changelog records an instance's log says it restored, all restores.
+fn restored_records(log: &str) -> u64 {
+    log.lines()
+        .filter(|l| l.contains("tasks assigned and restored"))
+        .filter_map(|l| l.split("restored=").nth(1)?.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_instance_rebuilds_state_from_the_changelog_and_continues() {
     let infra = infra();
-    let codec = Codec::new(None).unwrap();
-    let log = input_log(&codec, 40_000, 500, 0);
-    let (first, second) = halves(&log);
-    let p = Pipeline::new(&infra, "restore").await;
-    produce_log(&infra, &p.input, &first);
-    let mut a = p.start(&infra, "a");
-    tokio::task::block_in_place(|| p.wait_for_outputs(&infra, first.len(), 120, &mut [&mut a]));
-    terminate(&mut a);
+    let (p, log, second) = first_half_counted(&infra, "restore", 40_000, 500).await;
 
     // Nothing of instance a is left (its state lived in its memory); b starts from the
     // changelog alone, on a different host identity.
@@ -638,11 +658,7 @@ async fn a_new_instance_rebuilds_state_from_the_changelog_and_continues() {
     terminate(&mut b);
     let b_log = std::fs::read_to_string(p.logs.join("b.log")).unwrap();
     // b's state came from the changelog: it restored one record per key a counted.
-    let restored: u64 = b_log
-        .lines()
-        .filter(|l| l.contains("tasks assigned and restored"))
-        .filter_map(|l| l.split("restored=").nth(1)?.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
+    let restored = restored_records(&b_log);
     assert!(
         restored >= 500,
         "b restored {restored} changelog records, expected at least one per key:\n{b_log}"
@@ -1019,15 +1035,7 @@ async fn a_task_waiting_for_a_slow_input_pauses_the_fast_one_instead_of_bufferin
 async fn an_instance_killed_during_a_restore_leaves_the_next_one_whole() {
     const KEYS: usize = 20_000;
     let infra = infra();
-    let codec = Codec::new(None).unwrap();
-    let log = input_log(&codec, 50_000, KEYS, 0);
-    let (first, second) = halves(&log);
-    let p = Pipeline::new(&infra, "killrestore").await;
-    produce_log(&infra, &p.input, &first);
-    let mut a = p.start(&infra, "a");
-    tokio::task::block_in_place(|| p.wait_for_outputs(&infra, first.len(), 120, &mut [&mut a]));
-    terminate(&mut a);
-
+    let (p, log, second) = first_half_counted(&infra, "killrestore", 50_000, KEYS).await;
     produce_log(&infra, &p.input, &second);
     let mut b = p.start_with(&infra, "b", &["--failpoint", "during-restore:5000"]);
     let pid = b.id();
@@ -1049,10 +1057,6 @@ async fn an_instance_killed_during_a_restore_leaves_the_next_one_whole() {
     assert_exactly_once(&outputs, &log, &p.logs());
     assert_eq!(changelog_counts(&infra, &p), expected_counts(&log));
     let c_log = std::fs::read_to_string(p.logs.join("c.log")).unwrap();
-    let restored: u64 = c_log
-        .lines()
-        .filter(|l| l.contains("tasks assigned and restored"))
-        .filter_map(|l| l.split("restored=").nth(1)?.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
+    let restored = restored_records(&c_log);
     assert!(restored >= KEYS as u64, "c restored {restored} records, at least one per key:\n{c_log}");
 }
