@@ -126,11 +126,6 @@ pub struct ProcessConfig {
     pub application_id: String,
     /// Most input records in one transaction.
     pub max_batch_records: usize,
-    /// Records a task buffers per input partition before the partition is paused (Kafka
-    /// Streams' `buffered.records.per.partition`): a fast input waits at the broker, not in
-    /// memory, while its task waits for a slower one. A partition the task's merge waits on
-    /// is never paused (docs/RUNTIME.md, "Bounded buffers").
-    pub buffered_records_per_partition: usize,
     /// Longest time spent filling one transaction, in milliseconds.
     pub commit_interval_ms: u64,
     /// Broker-side transaction timeout, in milliseconds.
@@ -158,7 +153,6 @@ impl Default for ProcessConfig {
         Self {
             application_id: "kubefacts".into(),
             max_batch_records: 10_000,
-            buffered_records_per_partition: 1_000,
             commit_interval_ms: 100,
             transaction_timeout_ms: 10_000,
             session_timeout_ms: 10_000,
@@ -540,7 +534,6 @@ impl ProcessConfig {
         }
         let positive = [
             ("max_batch_records", self.max_batch_records as u64),
-            ("buffered_records_per_partition", self.buffered_records_per_partition as u64),
             ("commit_interval_ms", self.commit_interval_ms),
             ("transaction_timeout_ms", self.transaction_timeout_ms),
             ("session_timeout_ms", self.session_timeout_ms),

@@ -226,15 +226,6 @@ impl Collector for StageCollector {
         family_of(&mut e, &stages, "restoring_tasks", help, None, |s| {
             ConstGauge::new(load(&s.restoring_tasks))
         })?;
-        let help = "Input partitions paused because their task buffers \
-                    [process].buffered_records_per_partition of them.";
-        family_of(&mut e, &stages, "paused_partitions", help, None, |s| {
-            ConstGauge::new(load(&s.paused_partitions))
-        })?;
-        let help = "Input records the tasks hold in their merges, waiting for their time.";
-        family_of(&mut e, &stages, "buffered_records", help, None, |s| {
-            ConstGauge::new(load(&s.buffered_records))
-        })?;
         let help = "Admissions retried because the schema registry did not answer (the record \
                     waits; it is never dead-lettered for it).";
         live(&mut e, "registry_retries", help, None, &f.registry_retries)?;

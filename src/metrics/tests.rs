@@ -43,7 +43,7 @@ fn every_metric_follows_its_atomic_per_stage() {
     let metrics = Metrics::new();
     let (runs, _probe) = (stats(&metrics, "runs"), stats(&metrics, "probe"));
     // Each field counts `n` (the restore in milliseconds, as the runtime times it).
-    let fields: [(&str, &str, &Count); 7] = [
+    let fields: [(&str, &str, &Count); 5] = [
         ("kubefacts_transactions_total", ",outcome=\"committed\"", &|n| {
             runs.commits.inc_by(n);
         }),
@@ -56,12 +56,6 @@ fn every_metric_follows_its_atomic_per_stage() {
         ("kubefacts_restore_seconds_total", "", &|n| runs.count_restore_ms(n)),
         ("kubefacts_restoring_tasks", "", &|n| {
             runs.restoring_tasks.fetch_add(n, Ordering::Relaxed);
-        }),
-        ("kubefacts_paused_partitions", "", &|n| {
-            runs.paused_partitions.fetch_add(n, Ordering::Relaxed);
-        }),
-        ("kubefacts_buffered_records", "", &|n| {
-            runs.buffered_records.fetch_add(n, Ordering::Relaxed);
         }),
     ];
     for (_, _, count) in &fields {

@@ -256,20 +256,6 @@ impl<T> Gate<T> {
         self.closed || inert || !self.blocked(candidate)
     }
 
-    /// Records buffered on `lane`, held ones included.
-    pub fn lane_len(&self, lane: usize) -> usize {
-        self.lanes[lane].subs.iter().map(|s| s.queue.len() + s.held.len()).sum()
-    }
-
-    /// Whether the gate may need more of `lane` before it can release anything: one of its
-    /// writers holds records for a heartbeat that has not come yet, or the next record
-    /// waits for one of its writers to show a later time. Pausing such a lane could stall
-    /// the task; pausing any other only makes it wait for what it waits for anyway.
-    pub fn needs(&self, lane: usize, stream_time: Option<i64>) -> bool {
-        self.lanes[lane].subs.iter().any(|s| !s.held.is_empty())
-            || self.waiting(stream_time).is_some_and(|(_, holding)| holding.iter().any(|h| h.0 == lane))
-    }
-
     /// Records buffered.
     pub fn len(&self) -> usize {
         self.len

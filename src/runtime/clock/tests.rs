@@ -259,31 +259,3 @@ fn a_void_record_after_the_last_heartbeats_is_not_held_by_them() {
     g.push(1, Writer::SOLE, (5, 1), Mark::Void, "garbage");
     assert_eq!(drain(&mut g), ["a-beat", "b-beat", "garbage"], "lane 0 has promised nothing more at 20");
 }
-
-#[test]
-fn a_lane_is_needed_while_the_merge_waits_on_it_not_while_it_only_runs_ahead() {
-    // Lane 0 runs ahead; lane 1 has shown time 5 only.
-    let mut g = Gate::new([true, true]);
-    g.push(1, w(0, 1), (5, 0), Mark::Record, "slow5".to_owned());
-    for (ts, off) in [(10, 0), (20, 1), (30, 2)] {
-        g.push(0, w(0, 1), (ts, off), Mark::Record, format!("fast{ts}"));
-    }
-    assert_eq!(drain(&mut g), ["slow5"]);
-    assert_eq!(g.lane_len(0), 3);
-    assert!(g.needs(1, Some(5)), "the merge waits for lane 1 to pass 10");
-    assert!(!g.needs(0, Some(5)), "pausing lane 0 only delays what waits anyway");
-
-    // Two writers on one lane: the slow writer's records are further on in the same
-    // partition, so the lane is needed however much of the fast writer it holds.
-    let mut g = Gate::new([true]);
-    for (ts, off) in [(10, 0), (20, 1)] {
-        g.push(0, w(0, 2), (ts, off), Mark::Record, format!("a{ts}"));
-    }
-    assert!(g.needs(0, None), "writer 1 of the lane has not been heard from");
-
-    // Records held for the heartbeat behind them need their lane too.
-    let mut g = Gate::new([true]).checking([true], 1_000);
-    g.push(0, w(0, 1), (10, 0), Mark::Record, "held".to_owned());
-    assert_eq!(g.lane_len(0), 1, "held records count");
-    assert!(g.needs(0, None), "the heartbeat that judges it comes on this lane");
-}

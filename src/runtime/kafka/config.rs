@@ -33,9 +33,6 @@ pub struct RuntimeConfig {
     pub dead_letter: String,
     /// Most records taken into one transaction.
     pub max_batch_records: usize,
-    /// Records a task buffers per input partition before the partition is paused
-    /// (`[process].buffered_records_per_partition`).
-    pub buffered_records_per_partition: usize,
     /// Longest time spent filling one batch, in milliseconds.
     pub commit_interval_ms: u64,
     /// Broker-side transaction timeout, in milliseconds: how long a crashed instance's
@@ -124,7 +121,6 @@ impl RuntimeConfig {
             rules: InputRules::default(),
             dead_letter: format!("{application_id}.dead-letter.v1"),
             max_batch_records: 10_000,
-            buffered_records_per_partition: 1_000,
             commit_interval_ms: 100,
             transaction_timeout_ms: 10_000,
             session_timeout_ms: 10_000,

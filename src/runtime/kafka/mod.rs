@@ -22,7 +22,6 @@
 //! * `assign`: rebalances, the tasks an assignment creates and their gate lanes.
 //! * `restore`: changelog restore.
 //! * `globals`: the reader of global inputs, shared by every task.
-//! * `pause`: bounded buffers, partitions paused while their task holds enough of them.
 //! * `transactions`: the transactional session (begin, commit with the consumed offsets,
 //!   abort; the cleaner's too), what it sends.
 //! * `stats`: [`RuntimeStats`] and the consumer lag.
@@ -31,7 +30,6 @@
 mod assign;
 mod config;
 mod globals;
-mod pause;
 mod read;
 mod restore;
 mod run;

@@ -25,7 +25,6 @@ use super::{
     config::RuntimeConfig,
     globals::{reposition_globals, take_globals},
     group_consumer_config, kafka,
-    pause::Pauses,
     read::{Read, admit_waiting},
     spans::{emit_span, process_span},
     stats::{RuntimeStats, lag},
@@ -162,7 +161,6 @@ where
     let mut lag_checked = Instant::now();
     let mut waiting_logged = Instant::now();
     let mut transactions = 0u64;
-    let mut pauses = Pauses::new(cfg.buffered_records_per_partition);
     while !stop.load(Ordering::Relaxed) {
         if lag_checked.elapsed() >= Duration::from_secs(5) {
             lag_checked = Instant::now();
@@ -178,9 +176,7 @@ where
         {
             let polled = consumer.poll(Duration::from_millis(20));
             if factory.apply_rebalances(&rebalances, &consumer, &mut tasks)? {
-                pauses.reset(&consumer, &inputs);
                 reposition_globals(&global_consumer, &tasks, &factory.lanes, &all_topics)?;
-                pauses.globals_reassigned();
                 stats.retain_lag(|p| tasks.contains_key(&p));
                 set_task_gauges(stats, &mut tasks);
             }
@@ -198,7 +194,6 @@ where
                             // A record processed before a restore is read again and dropped.
                             if slot.gate.push(input, p.writer, (p.timestamp_ms, p.offset), p.mark, p) {
                                 taken += 1;
-                                pauses.after_push(&consumer, inputs[input], (input, m.partition()), slot);
                             }
                         }
                         // Not processed and not committed: the partition's owner reads it.
@@ -216,23 +211,16 @@ where
             // (a batch of 30 took 1 own record and 29 global).
             if !factory.lanes.globals.is_empty() {
                 let admission = (codec, handle, stats, stop);
-                let took = take_globals(
+                take_globals(
                     &global_consumer,
                     &mut tasks,
                     &factory.lanes,
                     &global_index,
-                    cfg.buffered_records_per_partition,
+                    cfg.max_batch_records,
                     admission,
                 );
-                if took > 0 {
-                    pauses.review(&consumer, &global_consumer, &tasks, &factory.lanes, &all_topics);
-                }
             }
         }
-        pauses.review(&consumer, &global_consumer, &tasks, &factory.lanes, &all_topics);
-        stats.paused_partitions.store(pauses.len() as u64, Ordering::Relaxed);
-        let buffered: usize = tasks.values().map(|slot| slot.gate.len()).sum();
-        stats.buffered_records.store(buffered as u64, Ordering::Relaxed);
         // Nothing to release (empty, or every task waits for a lane to pass its head) and no
         // offset to move: no transaction.
         let positions = &positions(&consumer, &input_index);
@@ -394,10 +382,8 @@ where
                     factory.recycle(slot);
                 }
                 rewind(&consumer, |context, source| RuntimeError::Kafka { context, source })?;
-                pauses.reset(&consumer, &inputs);
                 tasks.extend(factory.create(&assigned)?);
                 reposition_globals(&global_consumer, &tasks, &factory.lanes, &all_topics)?;
-                pauses.globals_reassigned();
             }
         }
         set_task_gauges(stats, &mut tasks);

@@ -117,10 +117,6 @@ pub struct RuntimeStats {
     pub restore: SecondsCounter,
     /// Tasks being restored right now (a gauge: non-zero while a restore runs).
     pub restoring_tasks: AtomicU64,
-    /// Input partitions paused because their task buffers enough of them (a gauge).
-    pub paused_partitions: AtomicU64,
-    /// Records the tasks' merges hold, all tasks (a gauge).
-    pub buffered_records: AtomicU64,
     /// Records in the assigned input partitions not yet consumed (high watermark minus
     /// position, summed), refreshed every few seconds; per partition in
     /// [`RuntimeStats::lag_by_partition`].
@@ -196,8 +192,6 @@ impl RuntimeStats {
             restored: families.restored.get_or_create_owned(&labels),
             restore: families.restore.get_or_create_owned(&labels),
             restoring_tasks: AtomicU64::default(),
-            paused_partitions: AtomicU64::default(),
-            buffered_records: AtomicU64::default(),
             lag: AtomicU64::default(),
             records_in_by_topic: RwLock::default(),
             records_out_by_topic: RwLock::default(),
