@@ -265,19 +265,30 @@ impl Pipeline {
 /// Checks exactly-once: per key the counts are 1..=n with nothing lost or repeated, and
 /// each output answers a distinct input offset.
 fn assert_exactly_once(outputs: &[KeyedCount], log: &MemTopic, context: &str) {
-    let expected = expected_counts(log);
+    let total_expected: i64 = expected_counts(log).values().sum();
+    assert_eq!(outputs.len() as i64, total_expected, "{context}: one output per good input");
+    let unsent = assert_counted_from(0, outputs, log, context);
+    assert!(unsent.is_empty(), "{context}: outputs for keys never sent: {unsent:?}");
+}
+
+/// Checks that per key of `log` the counts read `before + 1 ..= before + n`, each once;
+/// returns the keys counted that `log` never sent.
+fn assert_counted_from(before: i64, outputs: &[KeyedCount], log: &MemTopic, context: &str) -> Vec<String> {
     let mut seen: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     for o in outputs {
         seen.entry(o.key.clone()).or_default().push(o.count);
     }
-    let total_expected: i64 = expected.values().sum();
-    assert_eq!(outputs.len() as i64, total_expected, "{context}: one output per good input");
-    for (key, n) in &expected {
-        let mut counts = seen.remove(key).unwrap_or_default();
+    for (key, n) in expected_counts(log) {
+        let mut counts = seen.remove(&key).unwrap_or_default();
         counts.sort_unstable();
-        assert_eq!(counts, (1..=*n).collect::<Vec<_>>(), "{context}: {key} must count 1..={n} exactly once");
+        let (first, last) = (before + 1, before + n);
+        assert_eq!(
+            counts,
+            (first..=last).collect::<Vec<_>>(),
+            "{context}: {key} must count {first}..={last} exactly once"
+        );
     }
-    assert!(seen.is_empty(), "{context}: outputs for keys never sent: {:?}", seen.keys());
+    seen.into_keys().collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -483,28 +494,23 @@ async fn state_of_the_previous_format_is_restored_after_an_upgrade() {
     let mut a = p.start(&infra, "a");
     let outputs = tokio::task::block_in_place(|| p.wait_for_outputs(&infra, log.len(), 120, &mut [&mut a]));
     terminate(&mut a);
+    // Counts continue from the previous release's.
+    assert_counted_from(BEFORE, &outputs, &log, &p.logs());
     let expected = expected_counts(&log);
-    let mut seen: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    for o in &outputs {
-        seen.entry(o.key.clone()).or_default().push(o.count);
-    }
-    for (key, n) in &expected {
-        let mut counts = seen.remove(key).unwrap_or_default();
-        counts.sort_unstable();
-        let continued: Vec<i64> = (BEFORE + 1..=BEFORE + n).collect();
-        assert_eq!(counts, continued, "{key}: counts continue from the previous release's\n{}", p.logs());
-    }
     // The upgraded instance rewrote every key it counted in the new format, with what only
     // that format holds: the offset of the key's last record.
-    let last_offsets: BTreeMap<String, i64> =
-        outputs.iter().map(|o| (o.key.clone(), o.input_offset)).fold(BTreeMap::new(), |mut m, (k, o)| {
-            let e = m.entry(k).or_insert(o);
-            *e = (*e).max(o);
-            m
-        });
+    let mut last_offsets: BTreeMap<&str, i64> = BTreeMap::new();
+    for o in &outputs {
+        let last = last_offsets.entry(&o.key).or_insert(o.input_offset);
+        *last = (*last).max(o.input_offset);
+    }
     for (key, (version, tally)) in changelog_tallies(&infra, &p) {
         assert_eq!(version, Tally::VERSION, "{key}: rewritten in the new format");
-        assert_eq!(tally, Tally { count: BEFORE + expected[&key], last_offset: last_offsets[&key] }, "{key}");
+        assert_eq!(
+            tally,
+            Tally { count: BEFORE + expected[&key], last_offset: last_offsets[key.as_str()] },
+            "{key}"
+        );
     }
 }
 

@@ -76,7 +76,7 @@ impl std::str::FromStr for Failpoint {
 
     /// `before-offsets:N`, `before-commit:N` or `during-restore:N`.
     fn from_str(s: &str) -> Result<Self, String> {
-        let (at, n) = s.split_once(':').ok_or_else(|| format!("{s:?}: expected <where>:<transaction>"))?;
+        let (at, n) = s.split_once(':').ok_or_else(|| format!("{s:?}: expected <where>:<n>"))?;
         let at = match at {
             "before-offsets" => FailpointAt::BeforeOffsets,
             "before-commit" => FailpointAt::BeforeCommit,
