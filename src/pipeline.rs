@@ -7,7 +7,7 @@
 //! benchmarks): each stage is looked up in [`STAGES`], which builds its processor the same
 //! way for Kafka (`process`), so the two runs of one stage cannot drift apart.
 
-use std::{collections::BTreeMap, future::Future, pin::Pin, sync::atomic::AtomicBool};
+use std::{collections::BTreeMap, future::Future, pin::Pin};
 
 use thiserror::Error;
 
@@ -19,7 +19,7 @@ use crate::{
     runtime::{
         OutputPort, Processor, deadletter,
         driver::{self, DriverError, DriverRun, LogRecord, MemTopic, OutputTopics, StageInputs},
-        kafka::{RuntimeConfig, RuntimeError, RuntimeStats, run_blocking},
+        kafka::{KafkaStage, RuntimeConfig, RuntimeError, RuntimeStats, kafka_stage},
         probe::{Probe, ProbeRekey},
     },
     sessions::{SessionOwners, Sessions},
@@ -188,17 +188,17 @@ impl Stage {
         Ok(())
     }
 
-    /// Runs the stage's exactly-once loop on Kafka until `stop` (blocking).
-    pub fn run_kafka(
+    /// Sets the stage up for one stream thread ([`run_thread`](crate::runtime::kafka::run_thread)
+    /// hosts it with the other stages).
+    pub fn kafka_stage<'a>(
         &self,
-        settings: &PipelineConfig,
-        cfg: &RuntimeConfig,
-        codec: &Codec,
-        handle: &tokio::runtime::Handle,
-        stop: &AtomicBool,
-        stats: &RuntimeStats,
-    ) -> Result<(), RuntimeError> {
-        self.build.kafka(Shell { settings, codec, ports: self.outputs }, cfg, handle, stop, stats)
+        settings: &'a PipelineConfig,
+        cfg: &'a RuntimeConfig,
+        codec: &'a Codec,
+        handle: &'a tokio::runtime::Handle,
+        stats: &'a RuntimeStats,
+    ) -> Result<KafkaStage<'a>, RuntimeError> {
+        self.build.kafka(Shell { settings, codec, ports: self.outputs }, cfg, handle, stats)
     }
 
     /// Runs the stage over in-memory topics with the driver.
@@ -223,14 +223,13 @@ struct Shell<'a> {
 
 /// How a stage's processor is built and run, once per processor type.
 trait Build {
-    fn kafka(
+    fn kafka<'a>(
         &self,
-        shell: Shell<'_>,
-        cfg: &RuntimeConfig,
-        handle: &tokio::runtime::Handle,
-        stop: &AtomicBool,
-        stats: &RuntimeStats,
-    ) -> Result<(), RuntimeError>;
+        shell: Shell<'a>,
+        cfg: &'a RuntimeConfig,
+        handle: &'a tokio::runtime::Handle,
+        stats: &'a RuntimeStats,
+    ) -> Result<KafkaStage<'a>, RuntimeError>;
 
     fn memory<'a>(
         &self,
@@ -249,16 +248,15 @@ trait Build {
 struct Make<P>(fn(&PipelineConfig, i32) -> P);
 
 impl<P: Processor + 'static> Build for Make<P> {
-    fn kafka(
+    fn kafka<'a>(
         &self,
-        shell: Shell<'_>,
-        cfg: &RuntimeConfig,
-        handle: &tokio::runtime::Handle,
-        stop: &AtomicBool,
-        stats: &RuntimeStats,
-    ) -> Result<(), RuntimeError> {
-        let make = |task| (self.0)(shell.settings, task);
-        run_blocking(cfg, shell.codec, handle, shell.ports, make, stop, stats)
+        shell: Shell<'a>,
+        cfg: &'a RuntimeConfig,
+        handle: &'a tokio::runtime::Handle,
+        stats: &'a RuntimeStats,
+    ) -> Result<KafkaStage<'a>, RuntimeError> {
+        let (build, settings) = (self.0, shell.settings);
+        kafka_stage(cfg, shell.codec, handle, shell.ports, move |task| build(settings, task), stats)
     }
 
     fn memory<'a>(

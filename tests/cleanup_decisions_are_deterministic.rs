@@ -394,7 +394,7 @@ max_decisions_per_sweep = {CAP}
     fn progress(&self, inputs: &[String]) -> Option<Vec<Position>> {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.processes.bootstrap)
-            .set("group.id", format!("{}-runs", self.app))
+            .set("group.id", self.app.clone())
             .set("enable.auto.commit", "false")
             // read_uncommitted: librdkafka then fetches offsets without `require_stable`,
             // so the broker answers with the last committed offsets instead of failing
@@ -479,7 +479,7 @@ max_decisions_per_sweep = {CAP}
                     .map(|(t, p, committed, end)| format!("{t}[{p}]: committed {committed:?} of {end}"))
                     .collect();
                 panic!(
-                    "{}: input not processed within {secs} s; group {}-runs is behind on {behind:?}\n{}",
+                    "{}: input not processed within {secs} s; group {} is behind on {behind:?}\n{}",
                     self.name,
                     self.app,
                     self.logs()

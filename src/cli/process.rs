@@ -27,7 +27,7 @@ use kubefacts::{
     config::{ProcessConfig, StageConfig},
     metrics::{Metrics, MetricsServer},
     runtime::{
-        kafka::{RuntimeConfig, RuntimeStats},
+        kafka::{RuntimeConfig, RuntimeStats, run_thread},
         topics::{TopicSpec, check_copartitioned, ensure_topics},
     },
 };
@@ -73,6 +73,10 @@ pub struct ProcessArgs {
     /// Partitions of topics created by `--create-topics` (changelogs follow the inputs).
     #[arg(long)]
     pub partitions: Option<i32>,
+    /// Stream threads of this instance (each one consumer, one transactional producer,
+    /// tasks of every stage).
+    #[arg(long)]
+    pub num_stream_threads: Option<usize>,
     /// Most records per transaction.
     #[arg(long)]
     pub max_batch_records: Option<usize>,
@@ -173,23 +177,32 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
 
     let codec = Arc::new(args.kafka.codec()?);
     let handle = tokio::runtime::Handle::current();
+    // Every stream thread hosts tasks of every stage; the group decides which.
     let mut workers = JoinSet::new();
-    for s in &resolved {
-        let (stop, stats, codec, cfg, handle, processor) = (
-            Arc::clone(&stop),
-            Arc::clone(&s.stats),
-            Arc::clone(&codec),
-            s.runtime.clone(),
-            handle.clone(),
-            s.processor,
-        );
-        let pipeline = pipeline.clone();
+    for thread in 0..settings.num_stream_threads {
+        let (stop, codec, handle, pipeline) =
+            (Arc::clone(&stop), Arc::clone(&codec), handle.clone(), pipeline.clone());
+        let stages: Vec<(&'static StageDef, RuntimeConfig, Arc<RuntimeStats>)> =
+            resolved.iter().map(|s| (s.processor, s.runtime.clone(), Arc::clone(&s.stats))).collect();
         workers.spawn_blocking(move || {
-            let result = processor.run_kafka(&pipeline, &cfg, &codec, &handle, &stop, &stats);
-            (cfg.processor, result)
+            let hosted: Result<Vec<_>, _> = stages
+                .iter()
+                .map(|(def, cfg, stats)| {
+                    def.kafka_stage(&pipeline, cfg, &codec, &handle, stats)
+                        .map_err(|e| anyhow::Error::new(e).context(format!("stage {}", cfg.processor)))
+                })
+                .collect();
+            let result = hosted.and_then(|hosted| {
+                run_thread(&stages[0].1.thread(thread), hosted, &stop).map_err(anyhow::Error::new)
+            });
+            (thread, result)
         });
     }
-    tracing::info!(stages = ?resolved.iter().map(|s| &s.runtime.processor).collect::<Vec<_>>(), "running");
+    tracing::info!(
+        stages = ?resolved.iter().map(|s| &s.runtime.processor).collect::<Vec<_>>(),
+        threads = settings.num_stream_threads,
+        "running"
+    );
 
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut report = tokio::time::interval(Duration::from_secs(5));
@@ -197,11 +210,11 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
     while !workers.is_empty() {
         tokio::select! {
             done = workers.join_next() => {
-                let (stage, result) = done.expect("not empty").context("a stage thread panicked")?;
+                let (thread, result) = done.expect("not empty").context("a stream thread panicked")?;
                 if let Err(e) = result {
-                    // One stage down stops the others: the process exits and is restarted whole.
+                    // One thread down stops the others: the process exits and is restarted whole.
                     stop.store(true, Ordering::Relaxed);
-                    failure.get_or_insert(anyhow::Error::new(e).context(format!("stage {stage}")));
+                    failure.get_or_insert(e.context(format!("stream thread {thread}")));
                 }
             }
             _ = sigterm.recv() => stop.store(true, Ordering::Relaxed),
@@ -226,6 +239,7 @@ fn settings(file: &ProcessConfig, args: &ProcessArgs) -> ProcessConfig {
     }
     s.create_topics |= args.create_topics;
     s.partitions = args.partitions.unwrap_or(s.partitions);
+    s.num_stream_threads = args.num_stream_threads.unwrap_or(s.num_stream_threads);
     s.max_batch_records = args.max_batch_records.unwrap_or(s.max_batch_records);
     s.commit_interval_ms = args.commit_interval_ms.unwrap_or(s.commit_interval_ms);
     s.session_timeout_ms = args.session_timeout_ms.unwrap_or(s.session_timeout_ms);

@@ -120,10 +120,14 @@ pub const TOPIC_REF: &str = "topics.";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProcessConfig {
-    /// Prefix of every consumer group (`<application_id>-<stage>`), transactional id
-    /// (`<application_id>-<stage>-<instance>`) and changelog topic
+    /// The application's consumer group, prefix of every transactional id
+    /// (`<application_id>-<instance>-<thread>`) and changelog topic
     /// (`<application_id>-<stage>-<store>-changelog`).
     pub application_id: String,
+    /// Stream threads per instance: each has one consumer in the group, one
+    /// transactional producer, and hosts tasks of every stage (Kafka Streams'
+    /// `num.stream.threads`).
+    pub num_stream_threads: usize,
     /// Most input records in one transaction.
     pub max_batch_records: usize,
     /// Longest time spent filling one transaction, in milliseconds.
@@ -152,6 +156,7 @@ impl Default for ProcessConfig {
     fn default() -> Self {
         Self {
             application_id: "kubefacts".into(),
+            num_stream_threads: 1,
             max_batch_records: 10_000,
             commit_interval_ms: 100,
             transaction_timeout_ms: 10_000,
@@ -533,6 +538,7 @@ impl ProcessConfig {
             return Err(invalid("process.application_id", "must be 1-249 of a-z A-Z 0-9 . _ -".into()));
         }
         let positive = [
+            ("num_stream_threads", self.num_stream_threads as u64),
             ("max_batch_records", self.max_batch_records as u64),
             ("commit_interval_ms", self.commit_interval_ms),
             ("transaction_timeout_ms", self.transaction_timeout_ms),

@@ -97,6 +97,9 @@ pub struct Task<P> {
     positions: Option<KvStore<(u32, i32), i64>>,
     /// Stream time and multi-writer lane positions, changelogged ([`ClockKey`]).
     clock: KvStore<ClockKey, i64>,
+    /// Co-partitioned inputs whose positions are changelogged like a multi-writer lane's
+    /// although one task writes them ([`Task::tracking`]).
+    tracked: Vec<bool>,
 }
 
 impl<P: Processor> Task<P> {
@@ -112,7 +115,23 @@ impl<P: Processor> Task<P> {
             first_global: usize::MAX,
             positions: None,
             clock: KvStore::new(STREAM_TIME_STORE),
+            tracked: Vec::new(),
         }
+    }
+
+    /// Changelogs the next offset of these co-partitioned inputs with the task's state, as
+    /// for a multi-writer lane. The Kafka shell asks for it where a stream thread's stages
+    /// share an input topic: the thread commits the lowest offset any of them needs, so
+    /// after a restart a task reads again what it already processed and must know where
+    /// its own state stands ([`Task::lane_positions`]).
+    pub fn tracking(mut self, inputs: impl IntoIterator<Item = usize>) -> Self {
+        for input in inputs {
+            if self.tracked.len() <= input {
+                self.tracked.resize(input + 1, false);
+            }
+            self.tracked[input] = true;
+        }
+        self
     }
 
     /// Forwards the task's stream time to every partition of these output ports, each
@@ -146,7 +165,7 @@ impl<P: Processor> Task<P> {
             if let Some(p) = &mut self.positions {
                 p.put((input, partition), meta.offset + 1);
             }
-        } else if meta.writer.tasks > 1 {
+        } else if meta.writer.tasks > 1 || self.tracked.get(meta.input).copied().unwrap_or(false) {
             let task = meta.writer.task;
             self.clock.put(ClockKey::LaneTasks { input, partition }, i64::from(meta.writer.tasks));
             self.clock.put(ClockKey::LaneNext { input, partition, task }, meta.offset + 1);

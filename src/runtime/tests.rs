@@ -251,3 +251,41 @@ async fn an_open_gate_fed_in_offset_order_releases_every_record_of_a_finished_in
         );
     }
 }
+
+#[test]
+fn a_tracked_input_changelogs_its_position_so_a_restored_task_drops_what_it_processed() {
+    use super::{clock::Writer, processor::RecordMeta, task::LanePosition};
+    let meta = |input, offset| RecordMeta {
+        input,
+        partition: 1,
+        offset,
+        timestamp_ms: 1_000 + offset,
+        writer: Writer::SOLE,
+        key: None,
+        traceparent: None,
+    };
+    let task = || Task::new(1, Probe::for_task(1), super::Outputs::new(vec![], vec![]));
+    // A stream thread shares input 0 with another stage; input 1 is its own.
+    let mut tracked = task().tracking([0]);
+    let mut untracked = task();
+    for offset in 0..5 {
+        for t in [&mut tracked, &mut untracked] {
+            t.advance(&meta(0, offset));
+            t.advance(&meta(1, offset));
+        }
+    }
+    // Restored from its changelog writes, as a task after a crash.
+    let restored = |from: &mut Task<Probe>| {
+        let mut fresh = task().tracking([0]);
+        for (store, (key, value)) in from.take_changes() {
+            fresh.restore(store, &key, value.as_deref()).unwrap();
+        }
+        fresh.lane_positions()
+    };
+    assert_eq!(
+        restored(&mut tracked),
+        [LanePosition { input: 0, partition: 1, writer: Writer::SOLE, next_offset: 5, bound: 1_004 }],
+        "only the shared input's position is changelogged"
+    );
+    assert_eq!(restored(&mut untracked), [], "an untracked single-writer input records no position");
+}

@@ -441,7 +441,8 @@ pub fn default_stages(prefix: &str, app: &str) -> Vec<Stage> {
         ("session-owners", vec![topic("internal.session-owner-repartition.v1")]),
     ]
     .into_iter()
-    .map(|(stage, inputs)| Stage { group: format!("{app}-{stage}"), inputs })
+    // One group for the application: every stage's inputs are committed in it.
+    .map(|(_stage, inputs)| Stage { group: app.to_owned(), inputs })
     .collect()
 }
 

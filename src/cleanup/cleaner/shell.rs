@@ -132,7 +132,7 @@ pub fn run_blocking(
     while !stop.load(Ordering::Relaxed) {
         if lag_checked.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
             lag_checked = Some(Instant::now());
-            if let Some(lag) = lag(&consumer) {
+            if let Some(lag) = lag(&consumer, &metadata_client) {
                 stats.set_lag(lag);
             }
         }

@@ -32,9 +32,17 @@ pub(super) struct RebalanceLog {
     events: Arc<Mutex<Vec<RebalanceEvent>>>,
 }
 
-enum RebalanceEvent {
+/// One rebalance callback's partitions, as (topic, partition).
+pub(super) enum RebalanceEvent {
     Assigned(Vec<(String, i32)>),
     Revoked(Vec<(String, i32)>),
+}
+
+impl RebalanceLog {
+    /// The events recorded since the last call, in order.
+    pub(super) fn take(&self) -> Vec<RebalanceEvent> {
+        std::mem::take(&mut *self.events.lock().expect("rebalance log"))
+    }
 }
 
 impl ClientContext for RebalanceLog {}
@@ -188,6 +196,9 @@ pub(super) struct TaskFactory<'a, F, W> {
     pub(super) lanes: Lanes,
     /// Writers of a dropped task, reused by the next one created.
     pub(super) spare: Option<Vec<RecordWriter>>,
+    /// Inputs the stream thread shares with another stage: their positions are
+    /// changelogged ([`Task::tracking`]).
+    pub(super) tracked: Vec<usize>,
 }
 
 impl<F, W> TaskFactory<'_, F, W>
@@ -199,39 +210,46 @@ where
         self.spare = Some(slot.task.into_writers());
     }
 
-    /// Applies the rebalances recorded since the last call; true if tasks changed.
-    pub(super) fn apply_rebalances<P: Processor>(
+    /// Drops the tasks of the revoked partitions of this stage's inputs; true if any.
+    pub(super) fn revoke<P: Processor>(
         &mut self,
-        log: &RebalanceLog,
+        parts: &[(String, i32)],
+        tasks: &mut BTreeMap<i32, TaskSlot<P>>,
+    ) -> bool {
+        let mut changed = false;
+        for (_, partition) in parts.iter().filter(|(t, _)| self.cfg.inputs.contains(t)) {
+            if let Some(slot) = tasks.remove(partition) {
+                tracing::info!(stage = %self.cfg.processor, partition, "task revoked");
+                self.recycle(slot);
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Creates (and restores) the tasks of the assigned partitions of this stage's
+    /// inputs; true if any.
+    pub(super) fn assign<P: Processor>(
+        &mut self,
         consumer: &BaseConsumer<RebalanceLog>,
+        parts: &[(String, i32)],
         tasks: &mut BTreeMap<i32, TaskSlot<P>>,
     ) -> Result<bool, RuntimeError>
     where
         F: FnMut(i32) -> P,
     {
-        let events = std::mem::take(&mut *log.events.lock().expect("rebalance log"));
-        let changed = !events.is_empty();
-        for event in events {
-            match event {
-                RebalanceEvent::Revoked(parts) => {
-                    for (_, partition) in parts {
-                        if let Some(slot) = tasks.remove(&partition) {
-                            tracing::info!(partition, "task revoked");
-                            self.recycle(slot);
-                        }
-                    }
-                }
-                RebalanceEvent::Assigned(parts) => {
-                    let mut partitions: Vec<i32> =
-                        parts.iter().map(|(_, p)| *p).filter(|p| !tasks.contains_key(p)).collect();
-                    partitions.sort_unstable();
-                    partitions.dedup();
-                    wait_for_stable_offsets(consumer, self.cfg, &partitions)?;
-                    tasks.extend(self.create(&partitions)?);
-                }
-            }
+        let mut partitions: Vec<i32> = (parts.iter())
+            .filter(|(t, p)| self.cfg.inputs.contains(t) && !tasks.contains_key(p))
+            .map(|(_, p)| *p)
+            .collect();
+        partitions.sort_unstable();
+        partitions.dedup();
+        if partitions.is_empty() {
+            return Ok(false);
         }
-        Ok(changed)
+        wait_for_stable_offsets(consumer, self.cfg, &partitions)?;
+        tasks.extend(self.create(&partitions)?);
+        Ok(true)
     }
 
     /// Tasks for `partitions`, their stores restored from their changelogs (one restore
@@ -257,6 +275,9 @@ where
                 Task::new(partition, (self.make)(partition), out).forwarding(self.forward.iter().copied());
             if !lanes.globals.is_empty() {
                 task = task.with_globals(lanes.inputs);
+            }
+            if !self.tracked.is_empty() {
+                task = task.tracking(self.tracked.iter().copied());
             }
             tasks.push(task);
         }
@@ -309,7 +330,11 @@ where
 
 /// Publishes the tasks' lowest stream time and their stores' entries (once per
 /// transaction and rebalance: walking the stores per record would cost too much).
-pub(super) fn set_task_gauges<P: Processor>(stats: &RuntimeStats, tasks: &mut BTreeMap<i32, TaskSlot<P>>) {
+pub(super) fn set_task_gauges<P: Processor>(
+    stats: &RuntimeStats,
+    thread: usize,
+    tasks: &mut BTreeMap<i32, TaskSlot<P>>,
+) {
     let lowest = tasks.values().filter_map(|s| s.task.stream_time()).min();
     let mut entries: BTreeMap<String, u64> = BTreeMap::new();
     for slot in tasks.values_mut() {
@@ -320,5 +345,5 @@ pub(super) fn set_task_gauges<P: Processor>(stats: &RuntimeStats, tasks: &mut BT
             }
         });
     }
-    stats.set_task_gauges(lowest, entries);
+    stats.set_thread_task_gauges(thread, lowest, entries);
 }

@@ -8,13 +8,14 @@ use crate::runtime::admit::InputRules;
 pub struct RuntimeConfig {
     /// Kafka bootstrap servers.
     pub bootstrap: String,
-    /// The application: prefix of consumer groups, transactional ids and changelog topics.
+    /// The application: its consumer group, prefix of transactional ids and changelog
+    /// topics.
     pub application_id: String,
     /// This instance's stable id, part of its transactional id (see
     /// [`RuntimeConfig::transactional_id`]).
     pub instance_id: String,
-    /// Name of the stage (unique in the application): part of the consumer group,
-    /// changelog topic names and dead letters.
+    /// Name of the stage (unique in the application): part of changelog topic names and
+    /// dead letters.
     pub processor: String,
     /// Input topics, co-partitioned, in the processor's input order.
     pub inputs: Vec<String>,
@@ -43,6 +44,30 @@ pub struct RuntimeConfig {
     pub session_timeout_ms: u64,
     /// A deliberate pause, for tests of lost assignments only; it pauses nothing in a build
     /// without the `failpoints` feature.
+    pub failpoint: Option<Failpoint>,
+}
+
+/// How one stream thread runs: its consumer in the application's group and its
+/// transactional producer ([`RuntimeConfig::thread`]).
+#[derive(Debug, Clone)]
+pub struct ThreadConfig {
+    /// Kafka bootstrap servers.
+    pub bootstrap: String,
+    /// The application's consumer group.
+    pub group_id: String,
+    /// The thread's transactional id.
+    pub transactional_id: String,
+    /// The thread's index in its instance (0..`num_stream_threads`).
+    pub thread: usize,
+    /// Most records taken into one transaction (over all the thread's stages).
+    pub max_batch_records: usize,
+    /// Longest time spent filling one batch, in milliseconds.
+    pub commit_interval_ms: u64,
+    /// Broker-side transaction timeout, in milliseconds.
+    pub transaction_timeout_ms: u64,
+    /// Consumer group session timeout, in milliseconds.
+    pub session_timeout_ms: u64,
+    /// A deliberate pause, for tests of lost assignments only.
     pub failpoint: Option<Failpoint>,
 }
 
@@ -134,17 +159,40 @@ impl RuntimeConfig {
         format!("{}-{stage}-repartition", self.application_id)
     }
 
-    /// The consumer group of this stage: `<application_id>-<processor>`. Each stage of a
-    /// pipeline is its own group with its own transactions, so one slow or failing stage
-    /// never holds another's commits.
+    /// The application's one consumer group: `<application_id>`. Every stream thread of
+    /// every instance is a member, subscribed to the inputs of every stage (as in Kafka
+    /// Streams), so one transaction commits the offsets of all the stages a thread hosts.
     pub fn group_id(&self) -> String {
+        self.application_id.clone()
+    }
+
+    /// The transactional id of stream thread `thread` of this instance:
+    /// `<application_id>-<instance_id>-<thread>`, stable across restarts so a restarted
+    /// instance fences its previous incarnation thread by thread.
+    pub fn transactional_id(&self, thread: usize) -> String {
+        format!("{}-{}-{thread}", self.application_id, self.instance_id)
+    }
+
+    /// This stage's own prefix of the clients that read outside the group (global inputs,
+    /// restores): `<application_id>-<processor>`.
+    pub fn stage_prefix(&self) -> String {
         format!("{}-{}", self.application_id, self.processor)
     }
 
-    /// The transactional id: `<application_id>-<processor>-<instance_id>`, stable across
-    /// restarts so a restarted instance fences its previous incarnation.
-    pub fn transactional_id(&self) -> String {
-        format!("{}-{}", self.group_id(), self.instance_id)
+    /// What stream thread `thread` of this instance runs with (its settings are the
+    /// instance's: every stage of an instance shares them).
+    pub fn thread(&self, thread: usize) -> ThreadConfig {
+        ThreadConfig {
+            bootstrap: self.bootstrap.clone(),
+            group_id: self.group_id(),
+            transactional_id: self.transactional_id(thread),
+            thread,
+            max_batch_records: self.max_batch_records,
+            commit_interval_ms: self.commit_interval_ms,
+            transaction_timeout_ms: self.transaction_timeout_ms,
+            session_timeout_ms: self.session_timeout_ms,
+            failpoint: self.failpoint,
+        }
     }
 
     /// The changelog topic of one store.

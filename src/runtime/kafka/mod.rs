@@ -34,6 +34,7 @@ mod read;
 mod restore;
 mod run;
 mod spans;
+mod stage;
 mod stats;
 mod transactions;
 
@@ -46,9 +47,10 @@ pub(crate) use self::{
     transactions::{TxError, TxSession, send},
 };
 pub use self::{
-    config::{Failpoint, FailpointAt, RuntimeConfig},
+    config::{Failpoint, FailpointAt, RuntimeConfig, ThreadConfig},
     restore::QuietEof,
-    run::run_blocking,
+    run::run_thread,
+    stage::{KafkaStage, kafka_stage},
     stats::{
         EventLabels, OutcomeLabels, ReasonLabels, RuntimeStats, SecondsCounter, StageFamilies, StageLabels,
         TaskGauges, TopicLabels,

@@ -55,7 +55,7 @@ pub(super) fn restore(
         // The restore consumer only assigns, reads to the end and goes: its group id is
         // never joined or committed to, but librdkafka wants one.
         let consumer: BaseConsumer<QuietEof> = client_config(cfg)
-            .set("group.id", format!("{}-restore", cfg.group_id()))
+            .set("group.id", format!("{}-restore", cfg.stage_prefix()))
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "true")

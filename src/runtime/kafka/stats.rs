@@ -127,12 +127,13 @@ pub struct RuntimeStats {
     records_out_by_topic: RwLock<BTreeMap<String, Counter>>,
     dead_letters_by_reason: RwLock<BTreeMap<&'static str, Counter>>,
     events: RwLock<BTreeMap<&'static str, Counter>>,
-    /// Lag per assigned (input topic, partition); revoked partitions are removed. A gauge
-    /// replaced wholesale at each refresh, so the metrics endpoint reads it at scrape.
-    lag_by_partition: Mutex<BTreeMap<(String, i32), u64>>,
-    /// The lowest stream time (epoch ms) among the assigned tasks that have one, and the
-    /// entries of each state store summed over the tasks; refreshed each transaction.
-    tasks: Mutex<TaskGauges>,
+    /// Lag per assigned (input topic, partition), per stream thread (each replaces its own
+    /// wholesale at each refresh; threads own disjoint partitions); revoked partitions are
+    /// removed. The metrics endpoint reads it at scrape.
+    lag_by_partition: Mutex<BTreeMap<usize, PartitionLag>>,
+    /// Per stream thread: the lowest stream time (epoch ms) among its tasks that have one,
+    /// and the entries of each state store summed over them; refreshed each transaction.
+    tasks: Mutex<BTreeMap<usize, TaskGauges>>,
 }
 
 impl Default for RuntimeStats {
@@ -152,6 +153,9 @@ pub struct TaskGauges {
     /// keeps its entry (0 while no task holds it), so its series does not vanish.
     pub state_entries: BTreeMap<String, u64>,
 }
+
+/// Lag per (topic, partition).
+type PartitionLag = BTreeMap<(String, i32), u64>;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -280,7 +284,14 @@ impl RuntimeStats {
     /// lag if it could be measured). A partition left out disappears; one whose lag could
     /// not be measured keeps its last value (or stays absent). `lag` becomes the sum.
     pub fn set_lag(&self, assigned: Vec<(String, i32, Option<u64>)>) {
-        let mut by_partition = lock(&self.lag_by_partition);
+        self.set_thread_lag(0, assigned);
+    }
+
+    /// [`RuntimeStats::set_lag`] for the partitions of one stream thread: the other
+    /// threads' partitions keep theirs.
+    pub fn set_thread_lag(&self, thread: usize, assigned: Vec<(String, i32, Option<u64>)>) {
+        let mut all = lock(&self.lag_by_partition);
+        let by_partition = all.entry(thread).or_default();
         let mut next = BTreeMap::new();
         for (topic, partition, lag) in assigned {
             let key = (topic, partition);
@@ -289,33 +300,64 @@ impl RuntimeStats {
             }
         }
         *by_partition = next;
-        self.lag.store(by_partition.values().sum(), Ordering::Relaxed);
+        self.lag.store(all.values().flat_map(BTreeMap::values).sum(), Ordering::Relaxed);
     }
 
     /// Drops the lag of partitions no longer assigned (`assigned(partition)` false), at
     /// once rather than at the next lag refresh.
     pub fn retain_lag(&self, assigned: impl Fn(i32) -> bool) {
-        let mut by_partition = lock(&self.lag_by_partition);
-        by_partition.retain(|(_, partition), _| assigned(*partition));
-        self.lag.store(by_partition.values().sum(), Ordering::Relaxed);
+        self.retain_thread_lag(0, assigned);
     }
 
-    /// Lag per assigned (topic, partition).
+    /// [`RuntimeStats::retain_lag`] for the partitions of one stream thread.
+    pub fn retain_thread_lag(&self, thread: usize, assigned: impl Fn(i32) -> bool) {
+        let mut all = lock(&self.lag_by_partition);
+        if let Some(by_partition) = all.get_mut(&thread) {
+            by_partition.retain(|(_, partition), _| assigned(*partition));
+        }
+        self.lag.store(all.values().flat_map(BTreeMap::values).sum(), Ordering::Relaxed);
+    }
+
+    /// Lag per assigned (topic, partition), over every stream thread.
     pub fn lag_by_partition(&self) -> BTreeMap<(String, i32), u64> {
-        lock(&self.lag_by_partition).clone()
+        let all = lock(&self.lag_by_partition);
+        all.values().flat_map(|m| m.iter().map(|(k, v)| (k.clone(), *v))).collect()
     }
 
     /// Sets the task gauges: the lowest stream time and the entries of each store.
     pub fn set_task_gauges(&self, lowest_stream_time_ms: Option<i64>, state_entries: BTreeMap<String, u64>) {
-        let mut tasks = lock(&self.tasks);
+        self.set_thread_task_gauges(0, lowest_stream_time_ms, state_entries);
+    }
+
+    /// [`RuntimeStats::set_task_gauges`] for the tasks of one stream thread.
+    pub fn set_thread_task_gauges(
+        &self,
+        thread: usize,
+        lowest_stream_time_ms: Option<i64>,
+        state_entries: BTreeMap<String, u64>,
+    ) {
+        let mut all = lock(&self.tasks);
+        let tasks = all.entry(thread).or_default();
         tasks.lowest_stream_time_ms = lowest_stream_time_ms;
         tasks.state_entries.values_mut().for_each(|v| *v = 0);
         tasks.state_entries.extend(state_entries);
     }
 
-    /// The task gauges last set.
+    /// The task gauges last set, over every stream thread: the lowest stream time of all,
+    /// each store's entries summed.
     pub fn task_gauges(&self) -> TaskGauges {
-        lock(&self.tasks).clone()
+        let all = lock(&self.tasks);
+        let mut merged = TaskGauges::default();
+        for t in all.values() {
+            merged.lowest_stream_time_ms = match (merged.lowest_stream_time_ms, t.lowest_stream_time_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            for (store, n) in &t.state_entries {
+                *merged.state_entries.entry(store.clone()).or_default() += n;
+            }
+        }
+        merged
     }
 
     /// Adds the events of one committed transaction.
@@ -336,7 +378,15 @@ impl RuntimeStats {
 /// when its high watermark could not be read); `None` when the assignment is unknown. A
 /// partition that has delivered nothing since its assignment has no position yet: its
 /// committed offset stands in (counting from 0 would report the whole partition as lag).
-pub(crate) fn lag<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> Option<Vec<(String, i32, Option<u64>)>> {
+///
+/// High watermarks are asked through `watermarks`, a client of its own: asked through the
+/// group consumer, each request queued behind that connection's long-polling fetch (up to
+/// `fetch.wait.max.ms`, 500 ms), and a thread with 20 partitions spent 10 s of every 5 s
+/// refresh here instead of processing.
+pub(crate) fn lag<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    watermarks: &BaseConsumer,
+) -> Option<Vec<(String, i32, Option<u64>)>> {
     let positions = consumer.position().ok()?;
     let mut unknown = TopicPartitionList::new();
     let mut at: Vec<(String, i32, i64)> = Vec::new();
@@ -359,7 +409,7 @@ pub(crate) fn lag<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> Option<Vec<
     let lag = at
         .into_iter()
         .map(|(topic, partition, o)| {
-            let high = consumer.fetch_watermarks(&topic, partition, Duration::from_secs(1)).ok();
+            let high = watermarks.fetch_watermarks(&topic, partition, Duration::from_secs(1)).ok();
             let lag = high.map(|(_, high)| u64::try_from(high - o).unwrap_or(0));
             (topic, partition, lag)
         })

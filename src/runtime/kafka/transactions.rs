@@ -1,13 +1,10 @@
 //! Transactions: the transactional producer, how its errors are judged, the records it
 //! sends and the commit of a transaction with the consumed offsets.
 
-use std::{
-    collections::BTreeMap,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use rdkafka::{
-    ClientConfig, Offset, TopicPartitionList,
+    ClientConfig, TopicPartitionList,
     consumer::{BaseConsumer, Consumer, ConsumerContext},
     error::KafkaError,
     message::{Header, OwnedHeaders},
@@ -127,18 +124,6 @@ pub(crate) fn send(
             Err((e, _)) => return Err(e),
         }
     }
-}
-
-/// The offsets a transaction commits, per (input index, partition): the next offset to read.
-pub(super) fn offsets_list(
-    inputs: &[&str],
-    offsets: &BTreeMap<(usize, i32), i64>,
-) -> Result<TopicPartitionList, KafkaError> {
-    let mut tpl = TopicPartitionList::new();
-    for (&(input, partition), &next) in offsets {
-        tpl.add_partition_offset(inputs[input], partition, Offset::Offset(next))?;
-    }
-    Ok(tpl)
 }
 
 /// A transactional producer and the transactions it runs: the one place a loop that
