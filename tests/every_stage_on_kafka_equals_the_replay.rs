@@ -2,8 +2,9 @@
 //!
 //! A simulated small fleet (four hours from 2026-11-01 — records a month old, which a
 //! broker-default retention would delete within seconds on the test broker) is published
-//! with `--finish`, then `kubefacts process` runs all five stages in two instances, one
-//! SIGKILLed three times while it holds an open transaction. Every output is read back
+//! with `--finish`, then `kubefacts process` runs all five stages in two instances of two
+//! stream threads each (issue 24: each thread hosts tasks of every stage), one SIGKILLed
+//! three times while it holds an open transaction. Every output is read back
 //! (read_committed) and compared, key by key and record by record, with `kubefacts replay
 //! --finish` of the same trace: every revision of every `job-runs` window (so its latest, the
 //! sequence of its `is_final` flags and every run it was final without), every coverage
@@ -62,8 +63,13 @@ fn every_stage_on_kafka_equals_the_replay_through_sigkills() {
     let infra = infra();
     let bootstrap = infra.bootstrap.as_str();
     // The default pipeline (every stage) on this test's topics; small transactions, so an
-    // instance commits many times and a failpoint lands mid-input.
-    let scratch = Scratch::new("stages", "session_timeout_ms = 6000\nmax_batch_records = 100\n");
+    // instance commits many times and a failpoint lands mid-input; two stream threads per
+    // instance, so four members share three partitions of every topic (one thread of the
+    // four is idle, and the pods a thread reads feed both `[runs]` and `[sessions]`).
+    let scratch = Scratch::new(
+        "stages",
+        "session_timeout_ms = 6000\nmax_batch_records = 100\nnum_stream_threads = 2\n",
+    );
     let (dir, prefix, app, config) =
         (scratch.path(), scratch.prefix.clone(), scratch.app.clone(), scratch.config.clone());
     let config_arg = config.to_str().unwrap();
