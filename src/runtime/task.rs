@@ -157,9 +157,13 @@ impl<P: Processor> Task<P> {
     }
 
     /// Records that `meta`'s record was processed: a global lane's next offset, or a
-    /// multi-writer lane's writer's next offset and time (its partition is processed out
-    /// of offset order, so the committed offset alone cannot say what was done).
-    fn record_position(&mut self, meta: &RecordMeta) {
+    /// multi-writer (or tracked) lane's writer's next offset and time (its partition is
+    /// processed out of offset order, or committed behind this task, so the committed
+    /// offset alone cannot say what was done). `timed`: the record moved its lane's time,
+    /// as the gate saw it; a rejected or ahead-of-heartbeat record moves the position only
+    /// (restored with its stamp as the lane's time, a far-future one would let the gate
+    /// release every other lane's records without waiting for this one).
+    fn record_position(&mut self, meta: &RecordMeta, timed: bool) {
         let (input, partition) = (meta.input as u32, meta.partition);
         if meta.input >= self.first_global {
             if let Some(p) = &mut self.positions {
@@ -170,8 +174,13 @@ impl<P: Processor> Task<P> {
             self.clock.put(ClockKey::LaneTasks { input, partition }, i64::from(meta.writer.tasks));
             self.clock.put(ClockKey::LaneNext { input, partition, task }, meta.offset + 1);
             let bound = ClockKey::LaneBound { input, partition, task };
-            let before = self.clock.get(&bound).copied().unwrap_or(i64::MIN);
-            self.clock.put(bound, before.max(meta.timestamp_ms));
+            let before = self.clock.get(&bound).copied();
+            // i64::MIN: nothing shown yet (what the gate assumes of a lane not heard from).
+            let after = before.unwrap_or(i64::MIN);
+            let after = if timed { after.max(meta.timestamp_ms) } else { after };
+            if before != Some(after) {
+                self.clock.put(bound, after);
+            }
         }
     }
 
@@ -215,13 +224,13 @@ impl<P: Processor> Task<P> {
 
     /// A record that could not be used still counts as read: a global input moves past it.
     pub fn skip(&mut self, meta: &RecordMeta) {
-        self.record_position(meta);
+        self.record_position(meta, false);
     }
 
     /// A record that could not be decoded: skipped like [`Task::skip`], and the processor
     /// told (at the current stream time), so it can stop trusting what that key said.
     pub fn undecodable(&mut self, meta: &RecordMeta) {
-        self.record_position(meta);
+        self.record_position(meta, false);
         let now = self.stream_time.unwrap_or(meta.timestamp_ms);
         self.out.set_now(now);
         self.processor.on_undecodable(meta, now, &mut self.out);
@@ -245,7 +254,7 @@ impl<P: Processor> Task<P> {
     /// Handles one decoded record: stream time moves to its timestamp if later, the
     /// processor sees the record, then, if time advanced, the new stream time.
     pub fn process(&mut self, input: P::Input, meta: &RecordMeta) -> Result<(), ProcessError> {
-        self.record_position(meta);
+        self.record_position(meta, true);
         let advanced = self.observe_time(meta.timestamp_ms);
         let now = self.stream_time.unwrap_or(meta.timestamp_ms);
         self.out.set_now(now);
@@ -259,7 +268,7 @@ impl<P: Processor> Task<P> {
 
     /// A record that carries only time (a forwarded heartbeat).
     pub fn advance(&mut self, meta: &RecordMeta) {
-        self.record_position(meta);
+        self.record_position(meta, true);
         let timestamp_ms = meta.timestamp_ms;
         if self.observe_time(timestamp_ms) {
             let now = timestamp_ms;

@@ -253,7 +253,7 @@ async fn an_open_gate_fed_in_offset_order_releases_every_record_of_a_finished_in
 }
 
 #[test]
-fn a_tracked_input_changelogs_its_position_so_a_restored_task_drops_what_it_processed() {
+fn a_tracked_input_changelogs_its_position_and_time_so_a_restored_task_drops_what_it_processed() {
     use super::{clock::Writer, processor::RecordMeta, task::LanePosition};
     let meta = |input, offset| RecordMeta {
         input,
@@ -274,6 +274,12 @@ fn a_tracked_input_changelogs_its_position_so_a_restored_task_drops_what_it_proc
             t.advance(&meta(1, offset));
         }
     }
+    // A record dead-lettered as ahead of its heartbeat moves the position, not the time:
+    // restored as the lane's time, its stamp would let the gate release every other lane
+    // without waiting for this one.
+    let ahead = RecordMeta { timestamp_ms: 9_000_000_000_000, ..meta(0, 5) };
+    tracked.skip(&ahead);
+    untracked.skip(&ahead);
     // Restored from its changelog writes, as a task after a crash.
     let restored = |from: &mut Task<Probe>| {
         let mut fresh = task().tracking([0]);
@@ -284,7 +290,7 @@ fn a_tracked_input_changelogs_its_position_so_a_restored_task_drops_what_it_proc
     };
     assert_eq!(
         restored(&mut tracked),
-        [LanePosition { input: 0, partition: 1, writer: Writer::SOLE, next_offset: 5, bound: 1_004 }],
+        [LanePosition { input: 0, partition: 1, writer: Writer::SOLE, next_offset: 6, bound: 1_004 }],
         "only the shared input's position is changelogged"
     );
     assert_eq!(restored(&mut untracked), [], "an untracked single-writer input records no position");

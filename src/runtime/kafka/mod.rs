@@ -1,27 +1,32 @@
 //! The Kafka shell around tasks: consume → process → produce outputs, changelog writes,
 //! dead letters and input offsets in one transaction (exactly-once, DESIGN §4).
 //!
-//! The loop runs on one dedicated thread (`run_blocking`), so librdkafka's blocking
-//! transaction calls never stall the async runtime; the codec's rare registry look-ups go
-//! back to the async runtime through its handle.
+//! An instance runs stream threads ([`run_thread`]), each on a dedicated thread so
+//! librdkafka's blocking transaction calls never stall the async runtime; the codec's rare
+//! registry look-ups go back to the async runtime through its handle. A thread is one
+//! member of the application's one consumer group, subscribed to the inputs of every
+//! stage, and hosts the tasks `(stage, partition)` the group assigns it.
 //!
 //! One iteration: poll a batch (no transaction is open while polling, so a rebalance never
-//! lands mid-transaction); apply revocations (drop the tasks and what they buffered) and
-//! assignments (create tasks, restore their stores from the changelogs up to the last
-//! stable offset); begin a transaction; feed each task its records in merge order; produce
-//! what they emitted and their store changes; send the consumed offsets with the group's
-//! metadata (which fences zombies: a member that left the group cannot commit); commit.
-//! Any failure aborts: every task is dropped and restored from its changelog, and the
-//! consumer rewinds to the committed offsets, so nothing is half-applied.
+//! lands mid-transaction) and hand each record to every stage that reads its topic; apply
+//! revocations (drop the tasks and what they buffered) and assignments (create tasks,
+//! restore their stores from the changelogs up to the last stable offset); begin a
+//! transaction; feed each task of each stage its records in merge order; produce what they
+//! emitted and their store changes; send the consumed offsets with the group's metadata
+//! (which fences zombies: a member that left the group cannot commit); commit. Any failure
+//! aborts: every task is dropped and restored from its changelog, and the consumer rewinds
+//! to the committed offsets, so nothing is half-applied.
 //!
 //! The parts, by role:
 //!
-//! * `run`: the processing loop ([`run_blocking`]) and the processing of one record.
-//! * `config`: [`RuntimeConfig`] and the test-only [`Failpoint`].
+//! * `run`: the stream thread's loop ([`run_thread`]).
+//! * `stage`: one stage's tasks on a thread ([`kafka_stage`]), the processor type erased,
+//!   and the processing of one record.
+//! * `config`: [`RuntimeConfig`], [`ThreadConfig`] and the test-only [`Failpoint`].
 //! * `read`: a consumed record's envelope, its admission and the record waiting in a gate.
 //! * `assign`: rebalances, the tasks an assignment creates and their gate lanes.
 //! * `restore`: changelog restore.
-//! * `globals`: the reader of global inputs, shared by every task.
+//! * `globals`: the reader of a stage's global inputs, shared by its tasks on a thread.
 //! * `transactions`: the transactional session (begin, commit with the consumed offsets,
 //!   abort; the cleaner's too), what it sends.
 //! * `stats`: [`RuntimeStats`] and the consumer lag.
