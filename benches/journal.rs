@@ -273,7 +273,8 @@ fn broker_rate(
         .unwrap();
     let poller: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
-        .set("group.id", format!("{id}-runs"))
+        // The application's one group (every stage commits in it).
+        .set("group.id", &id)
         .set("enable.auto.commit", "false")
         .create()
         .unwrap();

@@ -460,8 +460,8 @@ fn run_backlog(
     // offset fetch never waits for a transaction in flight.
     let poller: BaseConsumer = env
         .client()
-        // The stage's group: `<application id>-<stage>`, and the stage is the processor.
-        .set("group.id", format!("{app}-probe"))
+        // The application's one group: `<application id>`.
+        .set("group.id", &app)
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_uncommitted")
         .create()

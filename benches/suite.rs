@@ -780,11 +780,11 @@ struct Stages {
 }
 
 impl Stages {
-    /// `[runs]` and `[journal]` of a kubefacts application: a consumer group per stage.
+    /// `[runs]` and `[journal]` of a kubefacts application: both commit in its one group.
     fn kubefacts(app: &str, topics: &TopicsConfig) -> Self {
         Stages {
-            first: (format!("{app}-runs"), input_topics(topics)),
-            second: (format!("{app}-journal"), vec![(topics.full(&topics.journal_repartition), PARTITIONS)]),
+            first: (app.to_owned(), input_topics(topics)),
+            second: (app.to_owned(), vec![(topics.full(&topics.journal_repartition), PARTITIONS)]),
         }
     }
 
