@@ -65,10 +65,13 @@ fn every_stage_on_kafka_equals_the_replay_through_sigkills() {
     // The default pipeline (every stage) on this test's topics; small transactions, so an
     // instance commits many times and a failpoint lands mid-input; two stream threads per
     // instance, so four members share three partitions of every topic (one thread of the
-    // four is idle, and the pods a thread reads feed both `[runs]` and `[sessions]`).
+    // four is idle, and the pods a thread reads feed both `[runs]` and `[sessions]`); a
+    // buffer bound of 20 records per partition, so over the published backlog partitions are
+    // paused and resumed all the time and the merge must still never wait on a paused one.
     let scratch = Scratch::new(
         "stages",
-        "session_timeout_ms = 6000\nmax_batch_records = 100\nnum_stream_threads = 2\n",
+        "session_timeout_ms = 6000\nmax_batch_records = 100\nnum_stream_threads = 2\n\
+         buffered_records_per_partition = 20\n",
     );
     let (dir, prefix, app, config) =
         (scratch.path(), scratch.prefix.clone(), scratch.app.clone(), scratch.config.clone());

@@ -80,6 +80,9 @@ pub struct ProcessArgs {
     /// Most records per transaction.
     #[arg(long)]
     pub max_batch_records: Option<usize>,
+    /// Records a task buffers of one input partition before the partition is paused.
+    #[arg(long)]
+    pub buffered_records_per_partition: Option<usize>,
     /// Longest time to fill one transaction, in milliseconds.
     #[arg(long)]
     pub commit_interval_ms: Option<u64>,
@@ -150,6 +153,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         runtime.rules = pipeline.input_rules(stage);
         runtime.dead_letter = dead_letter.clone();
         runtime.max_batch_records = settings.max_batch_records;
+        runtime.buffered_records_per_partition = settings.buffered_records_per_partition;
         runtime.commit_interval_ms = settings.commit_interval_ms;
         runtime.transaction_timeout_ms = settings.transaction_timeout_ms;
         runtime.session_timeout_ms = settings.session_timeout_ms;
@@ -241,6 +245,8 @@ fn settings(file: &ProcessConfig, args: &ProcessArgs) -> ProcessConfig {
     s.partitions = args.partitions.unwrap_or(s.partitions);
     s.num_stream_threads = args.num_stream_threads.unwrap_or(s.num_stream_threads);
     s.max_batch_records = args.max_batch_records.unwrap_or(s.max_batch_records);
+    s.buffered_records_per_partition =
+        args.buffered_records_per_partition.unwrap_or(s.buffered_records_per_partition);
     s.commit_interval_ms = args.commit_interval_ms.unwrap_or(s.commit_interval_ms);
     s.session_timeout_ms = args.session_timeout_ms.unwrap_or(s.session_timeout_ms);
     s.transaction_timeout_ms = args.transaction_timeout_ms.unwrap_or(s.transaction_timeout_ms);

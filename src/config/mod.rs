@@ -130,6 +130,10 @@ pub struct ProcessConfig {
     pub num_stream_threads: usize,
     /// Most input records in one transaction.
     pub max_batch_records: usize,
+    /// Records a task buffers of one input partition before the partition is paused at
+    /// the consumer until the task drains (Kafka Streams' `buffered.records.per.partition`):
+    /// what bounds memory over a backlog. A partition a task waits for is never paused.
+    pub buffered_records_per_partition: usize,
     /// Longest time spent filling one transaction, in milliseconds.
     pub commit_interval_ms: u64,
     /// Broker-side transaction timeout, in milliseconds.
@@ -158,6 +162,7 @@ impl Default for ProcessConfig {
             application_id: "kubefacts".into(),
             num_stream_threads: 1,
             max_batch_records: 10_000,
+            buffered_records_per_partition: 1_000,
             commit_interval_ms: 100,
             transaction_timeout_ms: 10_000,
             session_timeout_ms: 10_000,
@@ -540,6 +545,7 @@ impl ProcessConfig {
         let positive = [
             ("num_stream_threads", self.num_stream_threads as u64),
             ("max_batch_records", self.max_batch_records as u64),
+            ("buffered_records_per_partition", self.buffered_records_per_partition as u64),
             ("commit_interval_ms", self.commit_interval_ms),
             ("transaction_timeout_ms", self.transaction_timeout_ms),
             ("session_timeout_ms", self.session_timeout_ms),

@@ -256,6 +256,11 @@ impl<T> Gate<T> {
         self.closed || inert || !self.blocked(candidate)
     }
 
+    /// Records buffered on `lane`, held ones included.
+    pub fn lane_len(&self, lane: usize) -> usize {
+        self.lanes[lane].subs.iter().map(|s| s.queue.len() + s.held.len()).sum()
+    }
+
     /// Records buffered.
     pub fn len(&self) -> usize {
         self.len

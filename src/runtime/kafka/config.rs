@@ -34,6 +34,9 @@ pub struct RuntimeConfig {
     pub dead_letter: String,
     /// Most records taken into one transaction.
     pub max_batch_records: usize,
+    /// Records a task buffers of one input partition before that partition is paused
+    /// (bounded buffers; docs/RUNTIME.md). A soft bound: one batch may overshoot it.
+    pub buffered_records_per_partition: usize,
     /// Longest time spent filling one batch, in milliseconds.
     pub commit_interval_ms: u64,
     /// Broker-side transaction timeout, in milliseconds: how long a crashed instance's
@@ -61,6 +64,8 @@ pub struct ThreadConfig {
     pub thread: usize,
     /// Most records taken into one transaction (over all the thread's stages).
     pub max_batch_records: usize,
+    /// Records a task buffers of one input partition before that partition is paused.
+    pub buffered_records_per_partition: usize,
     /// Longest time spent filling one batch, in milliseconds.
     pub commit_interval_ms: u64,
     /// Broker-side transaction timeout, in milliseconds.
@@ -146,6 +151,7 @@ impl RuntimeConfig {
             rules: InputRules::default(),
             dead_letter: format!("{application_id}.dead-letter.v1"),
             max_batch_records: 10_000,
+            buffered_records_per_partition: 1_000,
             commit_interval_ms: 100,
             transaction_timeout_ms: 10_000,
             session_timeout_ms: 10_000,
@@ -188,6 +194,7 @@ impl RuntimeConfig {
             transactional_id: self.transactional_id(thread),
             thread,
             max_batch_records: self.max_batch_records,
+            buffered_records_per_partition: self.buffered_records_per_partition,
             commit_interval_ms: self.commit_interval_ms,
             transaction_timeout_ms: self.transaction_timeout_ms,
             session_timeout_ms: self.session_timeout_ms,

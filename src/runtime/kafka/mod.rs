@@ -34,6 +34,7 @@
 
 mod assign;
 mod config;
+mod flow;
 mod globals;
 mod read;
 mod restore;

@@ -18,6 +18,7 @@ use super::{
     RuntimeError,
     assign::{RebalanceEvent, RebalanceLog, rewind},
     config::ThreadConfig,
+    flow::{Paused, Pressure},
     group_consumer_config, kafka,
     stage::{KafkaStage, Offsets, Positions},
     stats::lag,
@@ -78,6 +79,8 @@ pub fn run_thread(
         "stream thread running"
     );
 
+    // Bounded buffers: partitions paused while their tasks hold enough of them.
+    let mut paused = Paused::default();
     let mut lag_checked = Instant::now();
     let mut waiting_logged = Instant::now();
     let mut transactions = 0u64;
@@ -97,7 +100,7 @@ pub fn run_thread(
             && started.elapsed() < Duration::from_millis(cfg.commit_interval_ms)
         {
             let polled = consumer.poll(Duration::from_millis(20));
-            apply_rebalances(&rebalances, &consumer, &mut stages, cfg.thread)?;
+            apply_rebalances(&rebalances, &consumer, &mut stages, &mut paused, cfg.thread)?;
             match polled {
                 Some(Ok(m)) => {
                     for &s in readers.get(m.topic()).copied().unwrap_or_default() {
@@ -117,6 +120,12 @@ pub fn run_thread(
                 stage.take_globals(stop);
             }
         }
+        // Pause what the tasks hold enough of, resume what they drained (or now wait for).
+        let mut pressure = Pressure::default();
+        for stage in &mut stages {
+            stage.pace(cfg.buffered_records_per_partition, &mut pressure)?;
+        }
+        paused.set(&consumer, pressure.to_pause()).map_err(kafka("pausing partitions"))?;
         // Nothing to release (empty, or every task waits for a lane to pass its head) and no
         // offset to move: no transaction.
         let positions = positions(&consumer);
@@ -154,6 +163,7 @@ pub fn run_thread(
                 tracing::warn!(error = %e, "aborting the transaction; tasks restart from their changelogs");
                 session.abort()?;
                 stages.iter_mut().for_each(|s| s.aborted());
+                paused.release(&consumer);
                 rewind(&consumer, |context, source| RuntimeError::Kafka { context, source })?;
                 for stage in &mut stages {
                     stage.recreate(cfg.thread)?;
@@ -173,9 +183,13 @@ fn apply_rebalances(
     log: &RebalanceLog,
     consumer: &BaseConsumer<RebalanceLog>,
     stages: &mut [Box<dyn super::stage::StageRun + '_>],
+    paused: &mut Paused,
     thread: usize,
 ) -> Result<(), RuntimeError> {
     for event in log.take() {
+        // The assignment changed under them: nothing stays paused (the next iteration
+        // pauses again what the new tasks hold enough of).
+        paused.release(consumer);
         for stage in stages.iter_mut() {
             let changed = match &event {
                 RebalanceEvent::Revoked(parts) => stage.revoke(parts),

@@ -30,6 +30,7 @@ use super::{
     assign::{Lanes, RebalanceLog, TaskFactory, TaskSlot, set_task_gauges},
     client_config,
     config::RuntimeConfig,
+    flow::{Paused, Pressure},
     globals::{reposition_globals, take_globals},
     kafka,
     read::{Read, admit_waiting},
@@ -95,6 +96,10 @@ pub(crate) trait StageRun {
     fn has_work(&self, positions: &Positions) -> bool;
     /// Logs (at debug, rate-limited by the caller) what its tasks wait for.
     fn log_waiting(&self);
+    /// Bounded buffers ([`super::flow`]): notes in `group` which partitions of its inputs
+    /// its tasks buffer `limit` records of, and which they wait for; pauses and resumes the
+    /// partitions of its own global reader the same way.
+    fn pace(&mut self, limit: usize, group: &mut Pressure) -> Result<(), RuntimeError>;
     /// Processes what its tasks release into the open transaction: outputs, dead letters,
     /// changelog writes; lowers `offsets` to what it needs committed. `Ok(Some(e))`: a send
     /// failed and the transaction must abort.
@@ -224,6 +229,7 @@ where
         factory,
         tasks: BTreeMap::new(),
         global_consumer,
+        global_paused: Paused::default(),
         all_topics,
         input_index,
         global_index,
@@ -247,6 +253,8 @@ struct Stage<'a, P: Processor, F, W> {
     factory: TaskFactory<'a, F, W>,
     tasks: BTreeMap<i32, TaskSlot<P>>,
     global_consumer: BaseConsumer,
+    /// The global reader's partitions paused for bounded buffers.
+    global_paused: Paused,
     all_topics: Vec<&'a str>,
     input_index: HashMap<&'a str, usize>,
     global_index: HashMap<&'a str, usize>,
@@ -327,6 +335,7 @@ where
     }
 
     fn reassigned(&mut self, thread: usize) -> Result<(), RuntimeError> {
+        self.global_paused.release(&self.global_consumer);
         reposition_globals(&self.global_consumer, &self.tasks, &self.factory.lanes, &self.all_topics)?;
         let tasks = &self.tasks;
         self.stats.retain_thread_lag(thread, |p| tasks.contains_key(&p));
@@ -347,6 +356,28 @@ where
                 );
             }
         }
+    }
+
+    fn pace(&mut self, limit: usize, group: &mut Pressure) -> Result<(), RuntimeError> {
+        let lanes = &self.factory.lanes;
+        let mut globals = Pressure::default();
+        for (&p, slot) in &self.tasks {
+            let time = slot.task.stream_time();
+            let inputs = &self.cfg.inputs;
+            group.note(&slot.gate, time, limit, |lane| inputs.get(lane).map(|t| (t.clone(), p)));
+            if !lanes.globals.is_empty() {
+                let topics = &self.all_topics;
+                globals.note(&slot.gate, time, limit, |lane| {
+                    let (input, q) = *lanes.globals.get(lane.checked_sub(lanes.inputs)?)?;
+                    Some((topics[input].to_owned(), q))
+                });
+            }
+        }
+        if !lanes.globals.is_empty() {
+            (self.global_paused.set(&self.global_consumer, globals.to_pause()))
+                .map_err(kafka("pausing global partitions"))?;
+        }
+        Ok(())
     }
 
     fn process(
@@ -495,6 +526,7 @@ where
     fn recreate(&mut self, thread: usize) -> Result<(), RuntimeError> {
         let assigned = std::mem::take(&mut self.assigned);
         self.tasks.extend(self.factory.create(&assigned)?);
+        self.global_paused.release(&self.global_consumer);
         reposition_globals(&self.global_consumer, &self.tasks, &self.factory.lanes, &self.all_topics)?;
         set_task_gauges(self.stats, thread, &mut self.tasks);
         Ok(())
