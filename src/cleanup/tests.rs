@@ -141,7 +141,7 @@ impl Harness {
             key: None,
             traceparent,
         };
-        let input = if input == 0 { RunsInput::Job(obs) } else { RunsInput::AnyJob(obs) };
+        let input = if input == 0 { RunsInput::Job(obs) } else { RunsInput::AnyJob(obs.into()) };
         self.task.process(input, &meta).unwrap();
         self.drain().await;
     }

@@ -134,7 +134,8 @@ pub enum RunsInput {
     /// A Pod observation (or a marker or heartbeat of the pods topic).
     Pod(PodObservation),
     /// A Job observation of any partition (the global input): only dependents are kept.
-    AnyJob(JobObservation),
+    /// Shared: one decoded record reaches every task of the thread that reads it.
+    AnyJob(std::sync::Arc<JobObservation>),
 }
 
 impl DecodeInput for RunsInput {
@@ -142,14 +143,15 @@ impl DecodeInput for RunsInput {
         Ok(match RunsIn::of(input) {
             Some(RunsIn::Jobs) => RunsInput::Job(codec.decode_direct(bytes).await?),
             Some(RunsIn::Pods) => RunsInput::Pod(codec.decode_direct(bytes).await?),
-            Some(RunsIn::AllJobs) => RunsInput::AnyJob(codec.decode_direct(bytes).await?),
+            Some(RunsIn::AllJobs) => RunsInput::AnyJob(std::sync::Arc::new(codec.decode_direct(bytes).await?)),
             None => return Err(CodecError::UnknownInput { input }),
         })
     }
 
     fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
         match self {
-            RunsInput::Job(o) | RunsInput::AnyJob(o) => shape::job_shape(o).check(key, time_header),
+            RunsInput::Job(o) => shape::job_shape(o).check(key, time_header),
+            RunsInput::AnyJob(o) => shape::job_shape(o).check(key, time_header),
             RunsInput::Pod(o) => shape::pod_shape(o).check(key, time_header),
         }
     }
