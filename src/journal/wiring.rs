@@ -143,7 +143,9 @@ impl DecodeInput for RunsInput {
         Ok(match RunsIn::of(input) {
             Some(RunsIn::Jobs) => RunsInput::Job(codec.decode_direct(bytes).await?),
             Some(RunsIn::Pods) => RunsInput::Pod(codec.decode_direct(bytes).await?),
-            Some(RunsIn::AllJobs) => RunsInput::AnyJob(std::sync::Arc::new(codec.decode_direct(bytes).await?)),
+            Some(RunsIn::AllJobs) => {
+                RunsInput::AnyJob(std::sync::Arc::new(codec.decode_direct(bytes).await?))
+            }
             None => return Err(CodecError::UnknownInput { input }),
         })
     }
