@@ -156,10 +156,15 @@ pub fn judge(
 /// The Jobs a Job declares it depends on: names in its own namespace, from `annotation`
 /// (comma- or whitespace-separated, duplicates and blanks ignored, sorted).
 pub fn dependencies_of(job: &Job, annotation: &str) -> Vec<String> {
+    dependencies_in(&job.meta.annotations, annotation)
+}
+
+/// [`dependencies_of`] a Job with these annotations.
+pub fn dependencies_in(annotations: &BTreeMap<String, String>, annotation: &str) -> Vec<String> {
     if annotation.is_empty() {
         return Vec::new();
     }
-    let Some(value) = job.meta.annotations.get(annotation) else { return Vec::new() };
+    let Some(value) = annotations.get(annotation) else { return Vec::new() };
     let names: BTreeSet<&str> =
         value.split(|c: char| c == ',' || c.is_whitespace()).filter(|n| !n.is_empty()).collect();
     names.into_iter().map(str::to_owned).collect()

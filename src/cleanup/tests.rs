@@ -141,7 +141,11 @@ impl Harness {
             key: None,
             traceparent,
         };
-        let input = if input == 0 { RunsInput::Job(obs) } else { RunsInput::AnyJob(obs.into()) };
+        let input = if input == 0 {
+            RunsInput::Job(obs)
+        } else {
+            RunsInput::AnyJob(crate::journal::glance::JobGlance::of(&obs).into())
+        };
         self.task.process(input, &meta).unwrap();
         self.drain().await;
     }

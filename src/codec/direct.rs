@@ -89,10 +89,16 @@ impl<'a> Reader<'a> {
 
     /// A `string` (UTF-8).
     pub fn string(&mut self) -> Result<String, Unreadable> {
+        self.str().map(str::to_owned)
+    }
+
+    /// A `string`, borrowed from the datum: for a field a reader only looks at or skips
+    /// (checked as UTF-8 all the same, so a skipped field refuses what reading it would).
+    pub fn str(&mut self) -> Result<&'a str, Unreadable> {
         let len = usize::try_from(self.long()?).map_err(|_| Unreadable)?;
         let bytes = self.rest.get(..len).ok_or(Unreadable)?;
         self.rest = &self.rest[len..];
-        String::from_utf8(bytes.to_vec()).map_err(|_| Unreadable)
+        std::str::from_utf8(bytes).map_err(|_| Unreadable)
     }
 
     /// An enum symbol's index (the caller maps it, refusing what it does not know).
@@ -127,6 +133,23 @@ impl<'a> Reader<'a> {
             items.reserve(count.min(self.rest.len()));
             for _ in 0..count {
                 items.push(read(self)?);
+            }
+        }
+    }
+
+    /// An array or a map, read item by item without collecting (`read` reads one item,
+    /// or one key and its value).
+    pub fn each(
+        &mut self,
+        mut read: impl FnMut(&mut Self) -> Result<(), Unreadable>,
+    ) -> Result<(), Unreadable> {
+        loop {
+            let count = self.block_count()?;
+            if count == 0 {
+                return Ok(());
+            }
+            for _ in 0..count {
+                read(self)?;
             }
         }
     }

@@ -170,7 +170,39 @@ impl Codec {
         Ok(value)
     }
 
+    /// A view `V` of a record `T` (the fields some reader needs, the rest skipped): read
+    /// straight from the payload when the writer schema is `T`'s current one, else decoded
+    /// whole through apache-avro and viewed with `of`. Debug builds check both ways agree.
+    pub async fn decode_view<T: DirectRecord, V: PartialEq + std::fmt::Debug>(
+        &self,
+        bytes: &[u8],
+        read: impl FnOnce(&mut Reader<'_>) -> Result<V, direct::Unreadable>,
+        of: impl FnOnce(&T) -> V,
+    ) -> Result<V, CodecError> {
+        let Some(view) = self.read_direct_with(bytes, T::FULL_NAME, read) else {
+            return Ok(of(&self.decode_as::<T>(bytes).await?));
+        };
+        if cfg!(debug_assertions) {
+            let whole = self.decode_as::<T>(bytes).await;
+            assert_eq!(
+                whole.ok().as_ref().map(of).as_ref(),
+                Some(&view),
+                "direct view and apache-avro differ"
+            );
+        }
+        Ok(view)
+    }
+
     fn read_direct<T: DirectRecord>(&self, bytes: &[u8]) -> Option<T> {
+        self.read_direct_with(bytes, T::FULL_NAME, T::read)
+    }
+
+    fn read_direct_with<V>(
+        &self,
+        bytes: &[u8],
+        full_name: &str,
+        read: impl FnOnce(&mut Reader<'_>) -> Result<V, direct::Unreadable>,
+    ) -> Option<V> {
         let (framing, datum) = Framing::parse(bytes).ok()?;
         let fingerprint = match framing {
             Framing::SingleObject { fingerprint } => fingerprint,
@@ -180,11 +212,11 @@ impl Codec {
             }
         };
         let writer = self.schemas.by_fingerprint(fingerprint)?;
-        if writer.revision.is_some() || writer.full_name != T::FULL_NAME {
+        if writer.revision.is_some() || writer.full_name != full_name {
             return None;
         }
         let mut reader = Reader::new(datum);
-        let value = T::read(&mut reader).ok()?;
+        let value = read(&mut reader).ok()?;
         reader.is_empty().then_some(value)
     }
 

@@ -16,11 +16,14 @@ pub type ExitKey = (String, i32, Option<String>);
 /// counters.
 pub fn finished(job: &Job) -> bool {
     let status = &job.status;
-    let terminal = status
-        .conditions
-        .iter()
-        .any(|c| c.status == ConditionStatus::True && matches!(c.type_.as_str(), "Complete" | "Failed"));
+    let terminal = status.conditions.iter().any(|c| terminal(&c.type_, c.status));
     terminal && status.uncounted_succeeded == 0 && status.uncounted_failed == 0
+}
+
+/// Whether a condition of this type and status ends the Job (what [`finished`] looks for;
+/// also read by the view of `[runs]`'s global input, which keeps no conditions).
+pub(super) fn terminal(type_: &str, status: ConditionStatus) -> bool {
+    status == ConditionStatus::True && matches!(type_, "Complete" | "Failed")
 }
 
 /// The run of a finished Job (`None` while it has not finished).

@@ -8,12 +8,14 @@
 //! * [`runs`] — `[runs]`: Jobs and their Pods (keyed by Job UID) → one [`JobRun`] per
 //!   finished Job, with its container exit breakdown; also written keyed as the journal asks.
 //! * [`window`] — `[journal]`: runs filed into tumbling windows on `job-runs.v1`.
+//! * [`glance`] — what `[runs]`'s global input reads of a Job (read without the rest).
 //! * `tracked`, `finish`, `datum` — how `[runs]` keeps a Job (trimmed once filed, binary
 //!   UIDs), reads a finished Job's run, and writes the records' Avro directly.
 
 pub mod config;
 mod datum;
 mod finish;
+pub mod glance;
 pub mod model;
 pub mod runs;
 pub mod state;

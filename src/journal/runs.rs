@@ -28,6 +28,7 @@
 use super::config::RunsConfig;
 use super::finish::owner_of;
 pub use super::finish::{ExitKey, finish, finished, run_of};
+use super::glance::JobGlance;
 use super::model::JobRun;
 use super::state::{Dependent, Ended, Sweeps, TrackedJob};
 use super::window::JournalInputKey;
@@ -46,6 +47,7 @@ use crate::{
         StreamTime,
     },
 };
+use std::collections::BTreeMap;
 
 /// The `[runs]` processor of one task.
 #[derive(Debug)]
@@ -310,39 +312,38 @@ impl Runs {
 
     /// Keeps the pending dependents current from a Job observation of partition
     /// `partition` (this task's own, or any through the global input).
-    fn track_dependent(&mut self, obs: &JobObservation, partition: i32) {
+    fn track_dependent(&mut self, seen: Sighting<'_>, partition: i32) {
         let annotation = &self.cfg.cleanup.dependency_annotation;
         if annotation.is_empty() {
             return;
         }
-        match (&obs.event, &obs.job) {
+        match (seen.event, seen.job) {
             (ObservationEvent::SnapshotEnd, _) => {
                 // That partition's relist is complete: who was not re-listed is gone.
-                let epoch = obs.source.epoch;
+                let epoch = seen.epoch;
                 for uid in self.dependents.unlisted_where(epoch, |_, d| d.partition == partition) {
                     self.dependents.delete(&uid);
                 }
             }
-            (ObservationEvent::Applied, Some(job)) if !finished(job) => {
-                let needs = policy::dependencies_of(job, annotation);
-                let uid = &job.meta.uid;
+            (ObservationEvent::Applied, Some(job)) if !job.finished => {
+                let needs = policy::dependencies_in(job.annotations, annotation);
                 if needs.is_empty() {
-                    self.dependents.delete(uid);
+                    self.dependents.delete(job.uid);
                 } else {
                     let dependent = Dependent {
                         partition,
-                        epoch: obs.source.epoch,
-                        namespace: job.meta.namespace.clone(),
+                        epoch: seen.epoch,
+                        namespace: job.namespace.to_owned(),
                         needs,
                     };
-                    if self.dependents.get(uid) != Some(&dependent) {
-                        self.dependents.put(uid.clone(), dependent);
+                    if self.dependents.get(job.uid) != Some(&dependent) {
+                        self.dependents.put(job.uid.to_owned(), dependent);
                     }
                 }
             }
             // Finished or deleted: no longer pending.
             (ObservationEvent::Applied | ObservationEvent::Deleted, Some(job)) => {
-                self.dependents.delete(&job.meta.uid);
+                self.dependents.delete(job.uid);
             }
             _ => {}
         }
@@ -453,7 +454,7 @@ impl Processor for Runs {
     ) -> Result<(), ProcessError> {
         match input {
             RunsInput::Job(obs) => {
-                self.track_dependent(&obs, meta.partition);
+                self.track_dependent(Sighting::of_observation(&obs), meta.partition);
                 self.on_job(obs, meta.traceparent.as_ref(), now, out)
             }
             RunsInput::Pod(obs) => {
@@ -461,7 +462,7 @@ impl Processor for Runs {
                 Ok(())
             }
             RunsInput::AnyJob(obs) => {
-                self.track_dependent(&obs, meta.partition);
+                self.track_dependent(Sighting::of_glance(&obs), meta.partition);
                 Ok(())
             }
         }
@@ -526,5 +527,42 @@ fn termination_id(pod: &Pod, container: &str, t: &ContainerTermination) -> Strin
             t.finished_at.map_or_else(|| "?".into(), |f| f.to_string()),
             t.exit_code
         ),
+    }
+}
+
+/// What the dependency holds read of a Job observation, borrowed from whichever form the
+/// input carries: the Job itself on its own partition, its view on the global input.
+struct Sighting<'a> {
+    event: ObservationEvent,
+    epoch: i64,
+    job: Option<SightedJob<'a>>,
+}
+
+struct SightedJob<'a> {
+    uid: &'a str,
+    namespace: &'a str,
+    annotations: &'a BTreeMap<String, String>,
+    finished: bool,
+}
+
+impl<'a> Sighting<'a> {
+    fn of_observation(obs: &'a JobObservation) -> Self {
+        let job = obs.job.as_ref().map(|job| SightedJob {
+            uid: &job.meta.uid,
+            namespace: &job.meta.namespace,
+            annotations: &job.meta.annotations,
+            finished: finished(job),
+        });
+        Self { event: obs.event, epoch: obs.source.epoch, job }
+    }
+
+    fn of_glance(glance: &'a JobGlance) -> Self {
+        let job = glance.job.as_ref().map(|job| SightedJob {
+            uid: &job.uid,
+            namespace: &job.namespace,
+            annotations: &job.annotations,
+            finished: job.finished,
+        });
+        Self { event: glance.event, epoch: glance.source.epoch, job }
     }
 }

@@ -1,6 +1,7 @@
 //! The inputs and output ports of `[runs]` and `[journal]`, named: each enum's order is the
 //! order the processor declares (`OUTPUTS`) or its stage lists its topics.
 
+use super::glance::JobGlance;
 use crate::{
     codec::{Codec, CodecError},
     observe::{JobObservation, PodObservation, shape},
@@ -133,9 +134,10 @@ pub enum RunsInput {
     Job(JobObservation),
     /// A Pod observation (or a marker or heartbeat of the pods topic).
     Pod(PodObservation),
-    /// A Job observation of any partition (the global input): only dependents are kept.
-    /// Shared: one decoded record reaches every task of the thread that reads it.
-    AnyJob(std::sync::Arc<JobObservation>),
+    /// A Job observation of any partition (the global input), as much of it as the
+    /// dependency holds read. Shared: one read record reaches every task of the thread that
+    /// reads it.
+    AnyJob(std::sync::Arc<JobGlance>),
 }
 
 impl DecodeInput for RunsInput {
@@ -143,9 +145,9 @@ impl DecodeInput for RunsInput {
         Ok(match RunsIn::of(input) {
             Some(RunsIn::Jobs) => RunsInput::Job(codec.decode_direct(bytes).await?),
             Some(RunsIn::Pods) => RunsInput::Pod(codec.decode_direct(bytes).await?),
-            Some(RunsIn::AllJobs) => {
-                RunsInput::AnyJob(std::sync::Arc::new(codec.decode_direct(bytes).await?))
-            }
+            Some(RunsIn::AllJobs) => RunsInput::AnyJob(std::sync::Arc::new(
+                codec.decode_view::<JobObservation, _>(bytes, JobGlance::read, JobGlance::of).await?,
+            )),
             None => return Err(CodecError::UnknownInput { input }),
         })
     }
@@ -153,7 +155,10 @@ impl DecodeInput for RunsInput {
     fn check(&self, key: Option<&[u8]>, time_header: bool) -> Result<(), ProcessError> {
         match self {
             RunsInput::Job(o) => shape::job_shape(o).check(key, time_header),
-            RunsInput::AnyJob(o) => shape::job_shape(o).check(key, time_header),
+            RunsInput::AnyJob(o) => {
+                let uid = o.job.as_ref().map(|j| j.uid.as_str());
+                shape::job_shape_of(o.event, &o.source, uid).check(key, time_header)
+            }
             RunsInput::Pod(o) => shape::pod_shape(o).check(key, time_header),
         }
     }

@@ -105,12 +105,22 @@ impl ObservationShape<'_> {
 
 /// The shape of a `jobs.v1` record: keyed by the Job's UID.
 pub fn job_shape(o: &JobObservation) -> ObservationShape<'_> {
+    job_shape_of(o.event, &o.source, o.job.as_ref().map(|j| j.meta.uid.as_str()))
+}
+
+/// [`job_shape`] from an observation's parts: its event, source and Job UID (`None`: no
+/// Job), for a reader that keeps only those.
+pub fn job_shape_of<'a>(
+    event: ObservationEvent,
+    source: &'a Source,
+    uid: Option<&'a str>,
+) -> ObservationShape<'a> {
     ObservationShape {
         kind: "Job",
-        event: o.event,
-        source: &o.source,
-        has_object: o.job.is_some(),
-        expected_key: o.job.as_ref().map(|j| Cow::Borrowed(j.meta.uid.as_str())),
+        event,
+        source,
+        has_object: uid.is_some(),
+        expected_key: uid.map(Cow::Borrowed),
         markers: true,
     }
 }

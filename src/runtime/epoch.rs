@@ -216,7 +216,7 @@ mod tests {
             s.put("a".into(), obj(1, 0));
             s.update(&"b".into(), |v| v.epoch = Some(3));
             s.put("c".into(), obj(1, 0));
-            s.delete(&"c".into());
+            s.delete("c");
         }
         let changes = t.take_changes();
         assert_eq!(changes, kv.take_changes());

@@ -181,12 +181,15 @@ where
     }
 
     /// Removes `key`.
-    pub fn delete(&mut self, key: &K) -> Option<V> {
-        let old = self.map.remove(key);
-        if old.is_some() {
-            self.dirty.insert(key.clone());
-        }
-        old
+    pub fn delete<Q>(&mut self, key: &Q) -> Option<V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        // Only a key that was there is marked for its tombstone (and owned for it).
+        let (key, old) = self.map.remove_entry(key)?;
+        self.dirty.insert(key);
+        Some(old)
     }
 
     /// All entries in key order.
@@ -278,7 +281,7 @@ mod tests {
         s.put("a".into(), 1);
         s.update(&"b".into(), |v| *v += 1);
         s.put("c".into(), 9);
-        s.delete(&"c".into());
+        s.delete("c");
         let changes = s.take_changes();
         assert_eq!(changes.len(), 3, "a, b and c once each");
         assert!(s.take_changes().is_empty(), "drained");
