@@ -158,10 +158,7 @@ fn main() {
         ] {
             let l =
                 measure_latency(&env, &codec, &config, &profile, hours, args.seed, args.latency_secs, target);
-            println!(
-                "latency at {:.0} observations/s, {name}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} runs)",
-                l.rate, l.p50, l.p99, l.max, l.samples
-            );
+            println!("latency at {:.0} observations/s, {name}: {}", l.rate, l.summary());
         }
         return;
     }
@@ -295,9 +292,10 @@ fn main() {
         Target::Kubefacts(""),
     );
     println!(
-        "   observation-to-output latency at {:.0} observations/s: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms \
-         ({} runs; from sending the Job observation that finished a run to its fact being readable, read_committed)",
-        latency.rate, latency.p50, latency.p99, latency.max, latency.samples
+        "   observation-to-output latency at {:.0} observations/s: {} \
+         (from sending the Job observation that finished a run to its fact being readable, read_committed)",
+        latency.rate,
+        latency.summary()
     );
     // The same with `[runs]` alone: what the journal's work on the same cores costs.
     let alone = measure_latency(
@@ -310,10 +308,7 @@ fn main() {
         args.latency_secs,
         Target::Kubefacts(RUNS_ALONE),
     );
-    println!(
-        "   … with [runs] alone (no [journal] in the process):          p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} runs)",
-        alone.p50, alone.p99, alone.max, alone.samples
-    );
+    println!("   … with [runs] alone (no [journal] in the process):          {}", alone.summary());
     let ks_latency = measure_latency(
         &env,
         &codec,
@@ -324,11 +319,8 @@ fn main() {
         args.latency_secs,
         Target::Streams,
     );
-    println!(
-        "   … the Kafka Streams anchor:                                  p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} runs)",
-        ks_latency.p50, ks_latency.p99, ks_latency.max, ks_latency.samples
-    );
-    let latency_json = |l: &Latency| json!({"offered_per_sec": l.rate, "samples": l.samples, "p50_ms": l.p50, "p99_ms": l.p99, "max_ms": l.max});
+    println!("   … the Kafka Streams anchor:                                  {}", ks_latency.summary());
+    let latency_json = |l: &Latency| json!({"offered_per_sec": l.rate, "samples": l.samples, "p50_ms": l.p50, "p99_ms": l.p99, "max_ms": l.max, "p99_second_half_ms": l.p99_late});
     figures.insert(
         "process".into(),
         json!({"observations_per_sec": processed.rate, "secs": processed.secs,
@@ -642,7 +634,10 @@ impl Instance {
         command
             .args(["process", "--instance-id", instance, "--bootstrap", &env.bootstrap, "--config"])
             .arg(pipeline)
-            .env("RUST_LOG", "kubefacts=info");
+            .env(
+                "RUST_LOG",
+                std::env::var("KUBEFACTS_BENCH_LOG").unwrap_or_else(|_| "kubefacts=info".into()),
+            );
         Self::spawn("kubefacts process", command, env.logs.join(format!("process-{instance}.log")))
     }
 
@@ -940,6 +935,44 @@ struct Latency {
     p50: f64,
     p99: f64,
     max: f64,
+    /// p99 of the runs finished in the second half of the load only: a lag that builds
+    /// shows here higher than `p99`, a cold start (the broker's JIT, the first fetches)
+    /// lower.
+    p99_late: f64,
+    /// Cores used while the load ran: the measured process, the broker, this bench (the
+    /// load generator and the reader). Says whether the process or the machine limits.
+    cores: (f64, f64, f64),
+}
+
+impl Latency {
+    /// The figures after the offered load: percentiles, then where the cores went.
+    fn summary(&self) -> String {
+        format!(
+            "p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} runs); second half p99 {:.0} ms; \
+             cores used: process {:.2}, broker {:.2}, load generator {:.2}",
+            self.p50,
+            self.p99,
+            self.max,
+            self.samples,
+            self.p99_late,
+            self.cores.0,
+            self.cores.1,
+            self.cores.2
+        )
+    }
+}
+
+/// CPU seconds a process has used (`/proc/<pid>/stat` utime + stime, USER_HZ = 100).
+fn cpu_secs(pid: u32) -> f64 {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return f64::NAN };
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The broker's pid, as `scripts/infra/up.sh` wrote it.
+fn broker_pid() -> u32 {
+    fs::read_to_string(".cache/run/kafka.pid").ok().and_then(|p| p.trim().parse().ok()).unwrap_or(0)
 }
 
 /// What a latency measurement runs: `kubefacts process` with these stages (empty: the
@@ -976,6 +1009,22 @@ fn measure_latency(
             .collect();
         kubefacts::runtime::topics::ensure_topics(&admin, &specs, true).await.unwrap();
     });
+    // The load, simulated and admitted before it is sent: simulating the fleet as it is
+    // sent took 0.4-0.6 of this machine's 2 cores, which the broker and the measured
+    // process then lacked. Observations past the time the load runs are not made.
+    let load: Vec<(Observation, Option<String>)> = {
+        let mut observer = observer(config);
+        let wanted = (secs * LATENCY_LOAD_PER_SEC) as usize + 1;
+        simulate::simulate(profile, hours, seed)
+            .flat_map(|entry| observer.admit(entry))
+            .flat_map(|released| released.unwrap())
+            .take(wanted)
+            .map(|obs| {
+                let finishing = finishing_job(&obs);
+                (obs, finishing)
+            })
+            .collect()
+    };
     let deadline = Instant::now() + Duration::from_secs(120);
     let (inst, facts) = match target {
         Target::Kubefacts(stages_toml) => {
@@ -1035,32 +1084,34 @@ fn measure_latency(
     // The writer: observations at the offered load, noting when each run's finishing Job
     // observation went out.
     let mut sent: HashMap<String, Instant> = HashMap::new();
+    let load_started = Instant::now();
+    let pids = [inst.child.id(), broker_pid(), std::process::id()];
+    let cpu_before = pids.map(cpu_secs);
     rt.block_on(async {
         let mut publisher =
             kubefacts::watch::Publisher::connect(&env.bootstrap, codec, &topics).await.unwrap();
-        let mut observer = observer(config);
         let started = Instant::now();
-        let mut n = 0u64;
-        'entries: for entry in simulate::simulate(profile, hours, seed) {
-            for released in observer.admit(entry) {
-                for obs in released.unwrap() {
-                    let due = started + Duration::from_secs_f64(n as f64 / LATENCY_LOAD_PER_SEC);
-                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                        tokio::time::sleep(wait).await;
-                    }
-                    publisher.publish(&obs).await.unwrap();
-                    n += 1;
-                    if let Some(uid) = finishing_job(&obs) {
-                        sent.entry(uid).or_insert_with(Instant::now);
-                    }
-                    if started.elapsed().as_secs_f64() >= secs {
-                        break 'entries;
-                    }
-                }
+        for (n, (obs, finishing)) in load.iter().enumerate() {
+            let due = started + Duration::from_secs_f64(n as f64 / LATENCY_LOAD_PER_SEC);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                tokio::time::sleep(wait).await;
+            }
+            publisher.publish(obs).await.unwrap();
+            if let Some(uid) = finishing {
+                sent.entry(uid.clone()).or_insert_with(Instant::now);
+            }
+            if started.elapsed().as_secs_f64() >= secs {
+                break;
             }
         }
         publisher.flush().await.unwrap();
     });
+    let load_secs = load_started.elapsed().as_secs_f64();
+    let cores = {
+        let used = pids.map(cpu_secs);
+        let core = |i: usize| (used[i] - cpu_before[i]) / load_secs;
+        (core(0), core(1), core(2))
+    };
     // Runs filed after the load stopped wait for stream time that no longer advances; give
     // the in-flight ones a moment, then stop.
     std::thread::sleep(Duration::from_secs(3));
@@ -1074,12 +1125,23 @@ fn measure_latency(
         })
         .collect();
     latencies.sort_by(f64::total_cmp);
+    let half = load_started + Duration::from_secs_f64(secs / 2.0);
+    let mut late: Vec<f64> = sent
+        .iter()
+        .filter(|(_, at)| **at >= half)
+        .filter_map(|(uid, at)| {
+            seen.get(uid).map(|r| r.saturating_duration_since(*at).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    late.sort_by(f64::total_cmp);
     Latency {
         rate: LATENCY_LOAD_PER_SEC,
         samples: latencies.len(),
         p50: percentile(&latencies, 0.5),
         p99: percentile(&latencies, 0.99),
         max: latencies.last().copied().unwrap_or(f64::NAN),
+        p99_late: percentile(&late, 0.99),
+        cores,
     }
 }
 

@@ -138,6 +138,7 @@ pub fn run_thread(
         }
 
         // 2. One transaction for everything the thread's tasks can process now.
+        let filled = started.elapsed();
         session.begin()?;
         let mut offsets = Offsets::new();
         let mut failed = None;
@@ -150,6 +151,13 @@ pub fn run_thread(
             Some(e) => Err(e),
             None => {
                 transactions += 1;
+                tracing::debug!(
+                    transaction = transactions,
+                    fill_ms = filled.as_millis() as u64,
+                    taken,
+                    process_ms = (started.elapsed() - filled).as_millis() as u64,
+                    "transaction processed"
+                );
                 offsets_list(&offsets)
                     .and_then(|tpl| session.commit(&consumer, &tpl, cfg.failpoint, transactions))
             }

@@ -218,14 +218,26 @@ impl TxSession {
         // 100 ms steps while anything is in flight: ~100 ms lost per transaction either way
         // (docs/RUNTIME.md, "Runtime benchmark"). Exactly-once is unchanged: the commit waits
         // for the same deliveries.
-        let deadline = Instant::now() + self.timeout;
+        let started = Instant::now();
+        let deadline = started + self.timeout;
         while self.producer.in_flight_count() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
         }
+        let delivered = started.elapsed();
         Failpoint::pause_if(failpoint, FailpointAt::BeforeOffsets, transaction);
         self.producer.send_offsets_to_transaction(offsets, &group, self.timeout)?;
+        let offsets_sent = started.elapsed();
         Failpoint::pause_if(failpoint, FailpointAt::BeforeCommit, transaction);
-        self.producer.commit_transaction(self.timeout)
+        self.producer.commit_transaction(self.timeout)?;
+        // Where a commit's time goes (the broker's share of a transaction's latency).
+        tracing::debug!(
+            transaction,
+            deliveries_ms = delivered.as_millis() as u64,
+            offsets_ms = (offsets_sent - delivered).as_millis() as u64,
+            commit_ms = (started.elapsed() - offsets_sent).as_millis() as u64,
+            "transaction committed"
+        );
+        Ok(())
     }
 
     /// Aborts the open transaction (after a failed send or commit that is not fatal).
