@@ -528,8 +528,18 @@ fn pipeline_toml(prefix: &str, variant: &str, app: &str, stages_toml: &str) -> S
             toml.push_str(&format!("{key} = \"{variant}{name}\"\n"));
         }
     }
+    // `KUBEFACTS_BENCH_THREADS=N`: every kubefacts side runs N stream threads (default: the
+    // pipeline's default, 1).
+    let threads = std::env::var("KUBEFACTS_BENCH_THREADS")
+        .map(|n| {
+            format!(
+                "num_stream_threads = {}\n",
+                n.parse::<usize>().expect("KUBEFACTS_BENCH_THREADS: a number")
+            )
+        })
+        .unwrap_or_default();
     toml + &format!(
-        "[process]\napplication_id = \"{app}\"\ncreate_topics = true\npartitions = {PARTITIONS}\n{stages_toml}"
+        "[process]\napplication_id = \"{app}\"\ncreate_topics = true\npartitions = {PARTITIONS}\n{threads}{stages_toml}"
     )
 }
 
