@@ -65,7 +65,9 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
 
     let facts = format!("{prefix}job-run-facts.v1");
     let log = dir.path().join("process.log");
+    let metrics_addr = format!("127.0.0.1:{}", support::free_port());
     let process = process_command("a", &infra.bootstrap)
+        .args(["--metrics-addr", &metrics_addr])
         .arg("--config")
         .arg(&config)
         .stderr(std::fs::File::create(&log).unwrap())
@@ -129,6 +131,22 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
         assert_eq!(theirs["value"]["failed_pods"], run.failed_pods, "{}", run.run_name);
     }
     assert!(bytes.iter().all(|r| r.value.starts_with(&[0xC3, 0x01])), "single-object encoded (no registry)");
+
+    // [runs]' global Jobs lanes (the dependency holds) were fed from the Jobs records the
+    // process reads anyway: it owns every partition, so its own consumer hands them over,
+    // decoded once, and the global reader does not decode them again.
+    let body =
+        kubefacts::http::get(format!("http://{metrics_addr}/metrics")).await.unwrap().text().await.unwrap();
+    let global = |source: &str| -> f64 {
+        let series = format!("kubefacts_global_records_total{{stage=\"runs\",source=\"{source}\"}} ");
+        let line = body.lines().find_map(|l| l.strip_prefix(series.as_str()));
+        line.unwrap_or_else(|| panic!("no {series} in\n{body}")).parse().unwrap()
+    };
+    let (group, reader) = (global("group"), global("reader"));
+    assert!(
+        group > 0.0 && group > reader,
+        "global Jobs records: {group} from the group, {reader} decoded again"
+    );
 
     // [runs]' cleanup decisions: the same records, in the same order per partition, as the
     // in-memory replay (the demo's backfill Job outlives its 300 s TTL; the heartbeat at

@@ -185,6 +185,27 @@ mod tests {
         assert!(done.job.unwrap().finished);
     }
 
+    #[tokio::test]
+    async fn the_global_lane_made_from_the_decoded_job_is_what_decoding_it_again_gives() {
+        use crate::{
+            codec::{Codec, single_object_writer},
+            journal::wiring::{RunsIn, RunsInput},
+            runtime::DecodeInput,
+        };
+        let codec = Codec::new(None).unwrap();
+        let writer = single_object_writer(&codec, JobObservation::FULL_NAME).unwrap();
+        let obs = observation(vec![condition("Complete", ConditionStatus::True)], 0);
+        let bytes = writer.encode_direct(&obs).unwrap();
+        let (jobs, all) = (RunsIn::Jobs as usize, RunsIn::AllJobs as usize);
+        let job = RunsInput::decode(jobs, &codec, &bytes).await.unwrap();
+        let again = RunsInput::decode(all, &codec, &bytes).await.unwrap();
+        assert!(matches!(again, RunsInput::AnyJob(_)), "{again:?}");
+        assert_eq!(job.view_as(all), Some(again));
+        // Only the Jobs lane has a global view; the view itself has none.
+        assert_eq!(job.view_as(jobs), None);
+        assert_eq!(RunsInput::decode(all, &codec, &bytes).await.unwrap().view_as(all), None);
+    }
+
     #[test]
     fn a_skipped_field_refuses_what_reading_it_refuses() {
         let obs = observation(vec![], 0);

@@ -162,6 +162,15 @@ impl DecodeInput for RunsInput {
             RunsInput::Pod(o) => shape::pod_shape(o).check(key, time_header),
         }
     }
+
+    fn view_as(&self, input: usize) -> Option<Self> {
+        match (self, RunsIn::of(input)?) {
+            (RunsInput::Job(o), RunsIn::AllJobs) => {
+                Some(RunsInput::AnyJob(std::sync::Arc::new(JobGlance::of(o))))
+            }
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -268,6 +268,10 @@ impl Collector for StageCollector {
         }
         let help = "Kafka transactions ended, by outcome.";
         live(&mut e, "transactions", help, None, &f.transactions)?;
+        let help = "Global-table records handed to the stage's tasks, by source: group (the \
+                    stream thread's own record of a partition it owns, decoded once) or reader \
+                    (decoded by the global-table reader).";
+        live(&mut e, "global_records", help, None, &f.global_records)?;
         let help = "Events the stage's processor counted in committed transactions (runs_filed, \
                     runs_late, windows_finalized, …), by bounded event name.";
         live(&mut e, "processor_events", help, None, &f.processor_events)

@@ -196,7 +196,7 @@ fn each_family_is_described_once_with_several_stages() {
     stats(&metrics, "runs"); // replaces, does not duplicate
     let out = metrics.encode();
     let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE ")).collect();
-    assert_eq!(types.len(), 13, "{out}");
+    assert_eq!(types.len(), 14, "{out}");
     assert_eq!(types.iter().collect::<BTreeSet<_>>().len(), types.len(), "{out}");
     assert!(out.lines().all(|l| l.starts_with('#') || !l.is_empty()));
     assert_eq!(out.matches("kubefacts_records_in_total{").count(), 3, "{out}");
@@ -418,7 +418,7 @@ fn watcher_families_appear_only_with_a_watcher() {
     assert_eq!(sample(&out, "kubefacts_watch_terms_total", "").as_deref(), Some("2"), "{out}");
     assert_eq!(out.matches("kubefacts_watch_terms_total ").count(), 1, "{out}");
     let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE ")).collect();
-    assert_eq!(types.len(), 13 + 11, "{out}");
+    assert_eq!(types.len(), 14 + 11, "{out}");
     assert_eq!(types.iter().collect::<BTreeSet<_>>().len(), types.len(), "{out}");
     assert!(out.ends_with("# EOF\n"), "{out}");
 }

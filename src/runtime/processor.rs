@@ -50,6 +50,15 @@ pub trait DecodeInput: Sized + Send + Clone {
     fn check(&self, _key: Option<&[u8]>, _time_header: bool) -> Result<(), ProcessError> {
         Ok(())
     }
+
+    /// This record as input `input` reads the same bytes, made from the decoded value
+    /// without decoding again; `None`: decode them. A stage that reads a topic both
+    /// co-partitioned and global (the Jobs of `[runs]`) has the global lanes of partitions
+    /// its thread owns fed from the co-partitioned record, so each record is decoded once.
+    /// It must equal what `decode(input, …)` and `check` make of the same bytes.
+    fn view_as(&self, _input: usize) -> Option<Self> {
+        None
+    }
 }
 
 /// A processor rejected a record it could decode (semantically invalid): the runtime

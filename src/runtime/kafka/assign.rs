@@ -77,9 +77,18 @@ pub(super) struct TaskSlot<P: Processor> {
     pub(super) lane_next: Vec<i64>,
     /// Per co-partitioned input: the offset last committed (`None`: not by this task).
     pub(super) committed: Vec<Option<i64>>,
+    /// Per co-partitioned input: the committed offset the thread's consumer started from
+    /// (0 without one: it reads from the earliest).
+    pub(super) group_from: Vec<i64>,
 }
 
 impl<P: Processor> TaskSlot<P> {
+    /// Where the thread's consumer stands on co-partitioned input `input`: every record
+    /// before it has been read (none lies between the last one read and it).
+    pub(super) fn group_next(&self, input: usize) -> i64 {
+        self.read_next[input].unwrap_or(self.group_from[input])
+    }
+
     /// What to commit per co-partitioned input: the lowest offset still buffered (a
     /// multi-writer partition is released out of offset order; its writers' positions in
     /// the task's stream-time store say what above it was processed), else the consumer's
@@ -137,9 +146,9 @@ fn wait_for_stable_offsets(
     consumer: &BaseConsumer<RebalanceLog>,
     cfg: &RuntimeConfig,
     partitions: &[i32],
-) -> Result<(), RuntimeError> {
+) -> Result<TopicPartitionList, RuntimeError> {
     if partitions.is_empty() {
-        return Ok(());
+        return Ok(TopicPartitionList::new());
     }
     let mut tpl = TopicPartitionList::new();
     for topic in &cfg.inputs {
@@ -150,21 +159,22 @@ fn wait_for_stable_offsets(
     // The broker aborts a transaction after its timeout, so this wait is bounded by it.
     let timeout = Duration::from_millis(cfg.transaction_timeout_ms.saturating_mul(2) + 30_000);
     let started = Instant::now();
-    consumer.committed_offsets(tpl, timeout).map_err(kafka("waiting for stable committed offsets"))?;
+    let committed =
+        consumer.committed_offsets(tpl, timeout).map_err(kafka("waiting for stable committed offsets"))?;
     let waited_ms = started.elapsed().as_millis() as u64;
     if waited_ms > 1_000 {
         tracing::info!(?partitions, waited_ms, "waited for a pending transaction of the previous owner");
     }
-    Ok(())
+    Ok(committed)
 }
 
 /// Moves every assigned partition back to its committed offset (after an abort): what was
 /// polled but not committed is read again. `err` names the failing step (the runtime and
-/// the cleaner each wrap Kafka errors their own way).
+/// the cleaner each wrap Kafka errors their own way). Returns the committed offsets.
 pub(crate) fn rewind<C: ConsumerContext, E>(
     consumer: &BaseConsumer<C>,
     err: impl Fn(&'static str, KafkaError) -> E,
-) -> Result<(), E> {
+) -> Result<TopicPartitionList, E> {
     let committed =
         consumer.committed(Duration::from_secs(30)).map_err(|e| err("reading committed offsets", e))?;
     for e in committed.elements() {
@@ -176,7 +186,7 @@ pub(crate) fn rewind<C: ConsumerContext, E>(
             .seek(e.topic(), e.partition(), offset, Duration::from_secs(30))
             .map_err(|e| err("rewinding", e))?;
     }
-    Ok(())
+    Ok(committed)
 }
 
 /// Everything needed to create tasks: built once per instance, so creating tasks after a
@@ -247,8 +257,8 @@ where
         if partitions.is_empty() {
             return Ok(false);
         }
-        wait_for_stable_offsets(consumer, self.cfg, &partitions)?;
-        tasks.extend(self.create(&partitions)?);
+        let committed = wait_for_stable_offsets(consumer, self.cfg, &partitions)?;
+        tasks.extend(self.create(&partitions, &committed)?);
         Ok(true)
     }
 
@@ -257,6 +267,7 @@ where
     pub(super) fn create<P: Processor>(
         &mut self,
         partitions: &[i32],
+        committed: &TopicPartitionList,
     ) -> Result<Vec<(i32, TaskSlot<P>)>, RuntimeError>
     where
         F: FnMut(i32) -> P,
@@ -320,8 +331,15 @@ where
                         gate.resume_heartbeat(lane, Writer::SOLE, at);
                     }
                 }
+                let partition = task.partition();
+                let group_from = (cfg.inputs.iter())
+                    .map(|topic| match committed.find_partition(topic, partition).map(|e| e.offset()) {
+                        Some(Offset::Offset(o)) => o,
+                        _ => 0,
+                    })
+                    .collect();
                 let (read_next, committed) = (vec![None; lanes.inputs], vec![None; lanes.inputs]);
-                let slot = TaskSlot { task, gate, read_next, lane_next, committed };
+                let slot = TaskSlot { task, gate, read_next, lane_next, committed, group_from };
                 (slot.task.partition(), slot)
             })
             .collect())

@@ -58,8 +58,8 @@ pub use self::{
     run::run_thread,
     stage::{KafkaStage, kafka_stage},
     stats::{
-        EventLabels, OutcomeLabels, ReasonLabels, RuntimeStats, SecondsCounter, StageFamilies, StageLabels,
-        TaskGauges, TopicLabels,
+        EventLabels, OutcomeLabels, ReasonLabels, RuntimeStats, SecondsCounter, SourceLabels, StageFamilies,
+        StageLabels, TaskGauges, TopicLabels,
     },
 };
 use crate::codec::CodecError;

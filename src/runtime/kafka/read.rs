@@ -89,6 +89,12 @@ impl Read {
         }
     }
 
+    /// The same record as another input reads it: a global lane of a topic the stage also
+    /// reads co-partitioned.
+    pub(super) fn as_input(&self, input: usize) -> Self {
+        Self { input, ..self.clone() }
+    }
+
     fn envelope(&self) -> Envelope<'_> {
         Envelope {
             input: self.input,
@@ -121,6 +127,18 @@ impl Read {
             traceparent: self.traceparent,
             admitted,
         }
+    }
+}
+
+/// What admission said of a record, again for another task: every task that reads a
+/// global record gets its own copy (the decoded value is shared where it is an `Arc`).
+/// Admission waits retries out, so none reaches here.
+pub(super) fn again<I: Clone>(admitted: &Admitted<I>) -> Admitted<I> {
+    match admitted {
+        Admitted::Use(i) => Admitted::Use(i.clone()),
+        Admitted::Time => Admitted::Time,
+        Admitted::Reject { reason, detail } => Admitted::Reject { reason, detail: detail.clone() },
+        Admitted::Retry(_) => unreachable!("admission waited for the registry"),
     }
 }
 

@@ -172,9 +172,9 @@ pub fn run_thread(
                 session.abort()?;
                 stages.iter_mut().for_each(|s| s.aborted());
                 paused.release(&consumer);
-                rewind(&consumer, |context, source| RuntimeError::Kafka { context, source })?;
+                let committed = rewind(&consumer, |context, source| RuntimeError::Kafka { context, source })?;
                 for stage in &mut stages {
-                    stage.recreate(cfg.thread)?;
+                    stage.recreate(cfg.thread, &committed)?;
                 }
             }
         }

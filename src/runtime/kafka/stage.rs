@@ -17,7 +17,7 @@ use opentelemetry::{
     trace::{Span as _, Status, TraceContextExt as _},
 };
 use rdkafka::{
-    Message,
+    Message, TopicPartitionList,
     consumer::{BaseConsumer, Consumer},
     error::KafkaError,
     message::BorrowedMessage,
@@ -33,7 +33,7 @@ use super::{
     flow::{Paused, Pressure},
     globals::{reposition_globals, take_globals},
     kafka,
-    read::{Read, admit_waiting},
+    read::{Read, admit_waiting, again},
     spans::{emit_span, process_span},
     stats::RuntimeStats,
     transactions::{headers, produce_output, send},
@@ -44,7 +44,7 @@ use crate::{
         admit::Admitted,
         clock::{Mark, Writer},
         deadletter,
-        processor::{OutputPort, Processor},
+        processor::{DecodeInput as _, OutputPort, Processor},
         step::{Refused, Released, step},
     },
     telemetry,
@@ -114,7 +114,8 @@ pub(crate) trait StageRun {
     /// The transaction aborted: every task is dropped (the consumer rewinds next).
     fn aborted(&mut self);
     /// After the rewind: the dropped tasks again, restored from their changelogs.
-    fn recreate(&mut self, thread: usize) -> Result<(), RuntimeError>;
+    /// `committed`: the consumer's committed offsets it was rewound to.
+    fn recreate(&mut self, thread: usize, committed: &TopicPartitionList) -> Result<(), RuntimeError>;
     /// The lag of its inputs, from the thread consumer's lag of every assigned partition.
     fn set_lag(&self, thread: usize, lag: &[(String, i32, Option<u64>)]);
 }
@@ -206,8 +207,9 @@ where
     // A topic may be both a co-partitioned input and a global (the jobs topic of `[runs]`):
     // which it is depends on the consumer that read it.
     let input_index = cfg.inputs.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
-    let global_index =
+    let global_index: HashMap<&str, usize> =
         cfg.globals.iter().enumerate().map(|(g, t)| (t.as_str(), cfg.inputs.len() + g)).collect();
+    let global_of = cfg.inputs.iter().map(|t| global_index.get(t.as_str()).copied()).collect();
     let factory = TaskFactory {
         cfg,
         codec,
@@ -233,6 +235,7 @@ where
         all_topics,
         input_index,
         global_index,
+        global_of,
         task_count,
         dead_letter_writer,
         dead_letter_partitions,
@@ -243,6 +246,29 @@ where
         dead_letters: BTreeMap::new(),
         assigned: Vec::new(),
     })))
+}
+
+impl<P: Processor, F, W> Stage<'_, P, F, W> {
+    /// Hands a record of a partition this thread owns to global lane `gl` of every task
+    /// whose lane stands within `from..=offset` (the consumer read nothing else there):
+    /// the lane has everything before it, so this record is its next. A lane further
+    /// behind (restored behind the group) is the global reader's until it catches up; one
+    /// ahead already has it.
+    fn feed_global(&mut self, gl: usize, (from, offset): (i64, i64), read: &Read, view: &Admitted<P::Input>) {
+        let lane = self.factory.lanes.inputs + gl;
+        let mut fed = false;
+        for slot in self.tasks.values_mut() {
+            if (from..=offset).contains(&slot.lane_next[gl]) {
+                let p = read.clone().into_pending(again(view));
+                slot.gate.push(lane, p.writer, (p.timestamp_ms, p.offset), p.mark, p);
+                slot.lane_next[gl] = offset + 1;
+                fed = true;
+            }
+        }
+        if fed {
+            self.stats.global_from_group.inc();
+        }
+    }
 }
 
 struct Stage<'a, P: Processor, F, W> {
@@ -258,6 +284,8 @@ struct Stage<'a, P: Processor, F, W> {
     all_topics: Vec<&'a str>,
     input_index: HashMap<&'a str, usize>,
     global_index: HashMap<&'a str, usize>,
+    /// Per co-partitioned input: the global input of the same topic, if any.
+    global_of: Vec<Option<usize>>,
     task_count: i32,
     dead_letter_writer: RecordWriter,
     dead_letter_partitions: i32,
@@ -300,11 +328,29 @@ where
             return Some(false);
         };
         let read = Read::from_message(input, m);
-        let admitted = admit_waiting(self.codec, self.handle, &read, self.stats, stop)?;
+        let admitted = admit_waiting::<P::Input>(self.codec, self.handle, &read, self.stats, stop)?;
+        // The same record on a global lane of this topic, made from what was just decoded.
+        let shared = self.global_of[input].and_then(|g| {
+            let gl = self.factory.lanes.global_lane(g, m.partition())?;
+            let view = match &admitted {
+                Admitted::Use(i) => Admitted::Use(i.view_as(g)?),
+                Admitted::Time => Admitted::Time,
+                // Left to the global reader, which decodes it as that lane does.
+                Admitted::Reject { .. } | Admitted::Retry(_) => return None,
+            };
+            Some((gl, read.as_input(g), view))
+        });
         let p = read.into_pending(admitted);
-        slot.read_next[input] = Some(p.offset + 1);
+        let offset = p.offset;
+        // The consumer read every offset from here to this one: none of them held a record.
+        let from = slot.group_next(input);
+        slot.read_next[input] = Some(offset + 1);
         // A record processed before a restore is read again and dropped.
-        Some(slot.gate.push(input, p.writer, (p.timestamp_ms, p.offset), p.mark, p))
+        let fresh = slot.gate.push(input, p.writer, (p.timestamp_ms, p.offset), p.mark, p);
+        if let Some((gl, read, view)) = shared {
+            self.feed_global(gl, (from, offset), &read, &view);
+        }
+        Some(fresh)
     }
 
     fn take_globals(&mut self, stop: &AtomicBool) {
@@ -316,7 +362,7 @@ where
             &self.global_consumer,
             &mut self.tasks,
             &self.factory.lanes,
-            &self.global_index,
+            (&self.global_index, &self.global_of),
             self.cfg.max_batch_records,
             admission,
         );
@@ -360,13 +406,25 @@ where
 
     fn pace(&mut self, limit: usize, group: &mut Pressure) -> Result<(), RuntimeError> {
         let lanes = &self.factory.lanes;
+        let (tasks, topics, global_of) = (&self.tasks, &self.all_topics, &self.global_of);
+        // The co-partitioned input a global lane's records come through when this thread
+        // owns its partition (`None`: only the global reader has them).
+        let through_group = |gl: usize| -> Option<(usize, i32)> {
+            let (input, q) = lanes.globals[gl];
+            let i = global_of.iter().position(|g| *g == Some(input))?;
+            tasks.contains_key(&q).then_some((i, q))
+        };
         let mut globals = Pressure::default();
-        for (&p, slot) in &self.tasks {
+        for (&p, slot) in tasks {
             let time = slot.task.stream_time();
             let inputs = &self.cfg.inputs;
-            group.note(&slot.gate, time, limit, |lane| inputs.get(lane).map(|t| (t.clone(), p)));
+            // A global lane the thread's consumer feeds counts for that consumer's
+            // partition too: full, it pauses it; waited for, it keeps it fetching.
+            group.note(&slot.gate, time, limit, |lane| match lane.checked_sub(lanes.inputs) {
+                None => inputs.get(lane).map(|t| (t.clone(), p)),
+                Some(gl) => through_group(gl).map(|(i, q)| (inputs[i].clone(), q)),
+            });
             if !lanes.globals.is_empty() {
-                let topics = &self.all_topics;
                 globals.note(&slot.gate, time, limit, |lane| {
                     let (input, q) = *lanes.globals.get(lane.checked_sub(lanes.inputs)?)?;
                     Some((topics[input].to_owned(), q))
@@ -374,7 +432,17 @@ where
             }
         }
         if !lanes.globals.is_empty() {
-            (self.global_paused.set(&self.global_consumer, globals.to_pause()))
+            let mut pause = globals.to_pause();
+            // The partitions whose every task's lane has caught up with the thread's
+            // consumer: it feeds them from now on, so the reader need not fetch them again.
+            for gl in 0..lanes.globals.len() {
+                let Some((i, q)) = through_group(gl) else { continue };
+                let Some(at) = tasks.get(&q).map(|owner| owner.group_next(i)) else { continue };
+                if tasks.values().all(|s| s.lane_next[gl] >= at) {
+                    pause.insert((topics[lanes.globals[gl].0].to_owned(), q));
+                }
+            }
+            (self.global_paused.set(&self.global_consumer, pause))
                 .map_err(kafka("pausing global partitions"))?;
         }
         Ok(())
@@ -523,9 +591,9 @@ where
         }
     }
 
-    fn recreate(&mut self, thread: usize) -> Result<(), RuntimeError> {
+    fn recreate(&mut self, thread: usize, committed: &TopicPartitionList) -> Result<(), RuntimeError> {
         let assigned = std::mem::take(&mut self.assigned);
-        self.tasks.extend(self.factory.create(&assigned)?);
+        self.tasks.extend(self.factory.create(&assigned, committed)?);
         self.global_paused.release(&self.global_consumer);
         reposition_globals(&self.global_consumer, &self.tasks, &self.factory.lanes, &self.all_topics)?;
         set_task_gauges(self.stats, thread, &mut self.tasks);

@@ -62,6 +62,16 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
+/// `stage` and where a global-table record came from (`group`, `reader`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct SourceLabels {
+    /// The stage (processor) name.
+    pub stage: String,
+    /// `group`: taken from the stream thread's own record of a partition it owns (decoded
+    /// once); `reader`: decoded by the global-table reader.
+    pub source: &'static str,
+}
+
 /// A counter of seconds (fractional).
 pub type SecondsCounter = Counter<f64, AtomicU64>;
 
@@ -86,6 +96,8 @@ pub struct StageFamilies {
     pub transactions: Family<OutcomeLabels, Counter>,
     /// Processor events of committed transactions.
     pub processor_events: Family<EventLabels, Counter>,
+    /// Global-table records handed to the stage's tasks, by source.
+    pub global_records: Family<SourceLabels, Counter>,
 }
 
 /// Counters of one instance; cheap to read from another thread. The labelled counters
@@ -111,6 +123,10 @@ pub struct RuntimeStats {
     pub commits: Counter,
     /// Transactions aborted.
     pub aborts: Counter,
+    /// Global-table records taken from the thread consumer's own records (not decoded again).
+    pub global_from_group: Counter,
+    /// Global-table records the global-table reader decoded.
+    pub global_from_reader: Counter,
     /// Changelog records applied during restores (moves while a restore runs).
     pub restored: Counter,
     /// Seconds spent restoring.
@@ -184,6 +200,7 @@ impl RuntimeStats {
     pub fn new(stage: &str, families: &StageFamilies) -> Self {
         let labels = StageLabels { stage: stage.to_owned() };
         let outcome = |outcome| OutcomeLabels { stage: stage.to_owned(), outcome };
+        let source = |source| SourceLabels { stage: stage.to_owned(), source };
         Self {
             stage: stage.to_owned(),
             records_in: AtomicU64::default(),
@@ -193,6 +210,8 @@ impl RuntimeStats {
             retrying: AtomicU64::default(),
             commits: families.transactions.get_or_create_owned(&outcome("committed")),
             aborts: families.transactions.get_or_create_owned(&outcome("aborted")),
+            global_from_group: families.global_records.get_or_create_owned(&source("group")),
+            global_from_reader: families.global_records.get_or_create_owned(&source("reader")),
             restored: families.restored.get_or_create_owned(&labels),
             restore: families.restore.get_or_create_owned(&labels),
             restoring_tasks: AtomicU64::default(),
