@@ -329,17 +329,26 @@ where
         };
         let read = Read::from_message(input, m);
         let admitted = admit_waiting::<P::Input>(self.codec, self.handle, &read, self.stats, stop)?;
-        // The same record on a global lane of this topic, made from what was just decoded.
-        let shared = self.global_of[input].and_then(|g| {
-            let gl = self.factory.lanes.global_lane(g, m.partition())?;
+        // The same record on a global lane of this topic: made from what was just decoded,
+        // or else admitted again as that input (a rejected record is judged as the lane
+        // judges it). Always: past the thread consumer's position the reader leaves the
+        // lane to this consumer (`take_globals`).
+        let mut shared = None;
+        if let Some(g) = self.global_of[input]
+            && let Some(gl) = self.factory.lanes.global_lane(g, m.partition())
+        {
+            let global = read.as_input(g);
             let view = match &admitted {
-                Admitted::Use(i) => Admitted::Use(i.view_as(g)?),
-                Admitted::Time => Admitted::Time,
-                // Left to the global reader, which decodes it as that lane does.
-                Admitted::Reject { .. } | Admitted::Retry(_) => return None,
+                Admitted::Use(i) => i.view_as(g).map(Admitted::Use),
+                Admitted::Time => Some(Admitted::Time),
+                Admitted::Reject { .. } | Admitted::Retry(_) => None,
             };
-            Some((gl, read.as_input(g), view))
-        });
+            let view = match view {
+                Some(view) => view,
+                None => admit_waiting::<P::Input>(self.codec, self.handle, &global, self.stats, stop)?,
+            };
+            shared = Some((gl, global, view));
+        }
         let p = read.into_pending(admitted);
         let offset = p.offset;
         // The consumer read every offset from here to this one: none of them held a record.
