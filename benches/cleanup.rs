@@ -225,7 +225,7 @@ fn simulate(jobs: u64, days: i64, cluster: Cluster) -> Outcome {
             next_week += every;
         }
         let job_obs = |event, job| {
-            RunsInput::Job(JobObservation { source: source.clone(), observed_at: at, event, job })
+            RunsInput::Job(Box::new(JobObservation { source: source.clone(), observed_at: at, event, job }))
         };
         let input = match event {
             Event::Created(n) => {
@@ -237,12 +237,12 @@ fn simulate(jobs: u64, days: i64, cluster: Cluster) -> Outcome {
             Event::Finished(n) => {
                 job_obs(ObservationEvent::Applied, Some(job(n, at - duration(n), Some(at))))
             }
-            Event::PodDone(n) => RunsInput::Pod(PodObservation {
+            Event::PodDone(n) => RunsInput::Pod(Box::new(PodObservation {
                 source: source.clone(),
                 observed_at: at,
                 event: ObservationEvent::Applied,
                 pod: Some(pod(n, at - 200)),
-            }),
+            })),
             Event::Deleted(n) => {
                 let finished = at - CLEANER_DELAY_MS - 3_600_000;
                 job_obs(ObservationEvent::Deleted, Some(job(n, finished - duration(n), Some(finished))))

@@ -142,7 +142,7 @@ impl Harness {
             traceparent,
         };
         let input = if input == 0 {
-            RunsInput::Job(obs)
+            RunsInput::Job(Box::new(obs))
         } else {
             RunsInput::AnyJob(crate::journal::glance::JobGlance::of(&obs).into())
         };

@@ -455,10 +455,10 @@ impl Processor for Runs {
         match input {
             RunsInput::Job(obs) => {
                 self.track_dependent(Sighting::of_observation(&obs), meta.partition);
-                self.on_job(obs, meta.traceparent.as_ref(), now, out)
+                self.on_job(*obs, meta.traceparent.as_ref(), now, out)
             }
             RunsInput::Pod(obs) => {
-                self.on_pod(obs, meta.traceparent.as_ref(), out);
+                self.on_pod(*obs, meta.traceparent.as_ref(), out);
                 Ok(())
             }
             RunsInput::AnyJob(obs) => {

@@ -131,9 +131,9 @@ impl Event for JournalEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunsInput {
     /// A Job observation (or a marker or heartbeat of the jobs topic) of this partition.
-    Job(JobObservation),
+    Job(Box<JobObservation>),
     /// A Pod observation (or a marker or heartbeat of the pods topic).
-    Pod(PodObservation),
+    Pod(Box<PodObservation>),
     /// A Job observation of any partition (the global input), as much of it as the
     /// dependency holds read. Shared: one read record reaches every task of the thread that
     /// reads it.
@@ -143,8 +143,8 @@ pub enum RunsInput {
 impl DecodeInput for RunsInput {
     async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
         Ok(match RunsIn::of(input) {
-            Some(RunsIn::Jobs) => RunsInput::Job(codec.decode_direct(bytes).await?),
-            Some(RunsIn::Pods) => RunsInput::Pod(codec.decode_direct(bytes).await?),
+            Some(RunsIn::Jobs) => RunsInput::Job(Box::new(codec.decode_direct(bytes).await?)),
+            Some(RunsIn::Pods) => RunsInput::Pod(Box::new(codec.decode_direct(bytes).await?)),
             Some(RunsIn::AllJobs) => RunsInput::AnyJob(std::sync::Arc::new(
                 codec.decode_view::<JobObservation, _>(bytes, JobGlance::read, JobGlance::of).await?,
             )),

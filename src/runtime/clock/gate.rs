@@ -159,7 +159,9 @@ impl<T> Gate<T> {
         let (_, l, t) = candidate;
         let lane = &mut self.lanes[l];
         let tasks = lane.tasks.max(t + 1);
-        let entry = lane.subs[t as usize].queue.pop_front().expect("the candidate's sub-lane has a head");
+        let sub = &mut lane.subs[t as usize];
+        let entry = sub.queue.pop_front().expect("the candidate's sub-lane has a head");
+        sub.drained();
         self.len -= 1;
         Some(Released {
             lane: l,
@@ -254,6 +256,12 @@ impl<T> Gate<T> {
         let Some((candidate, mark)) = best else { return false };
         let inert = mark.is_time_only() && stream_time.is_some_and(|now| candidate.0 <= now);
         self.closed || inert || !self.blocked(candidate)
+    }
+
+    /// The queue capacity (records) of one writer's sub-lane: what it keeps allocated.
+    #[cfg(test)]
+    pub(super) fn queue_capacity(&self, lane: usize, task: u32) -> usize {
+        self.lanes[lane].subs.get(task as usize).map_or(0, |s| s.queue.capacity())
     }
 
     /// Records buffered on `lane`, held ones included.

@@ -4,6 +4,9 @@ use std::collections::VecDeque;
 
 use super::mark::{Mark, Verdict};
 
+/// Capacity (records) above which an emptied sub-lane queue is freed.
+const SHRINK_ABOVE: usize = 256;
+
 /// One buffered record.
 #[derive(Debug)]
 pub(super) struct Entry<T> {
@@ -71,6 +74,15 @@ impl<T> Sub<T> {
             self.bound = Some(self.bound.map_or(shown, |b| b.max(shown)));
         }
         self.queue.push_back(entry);
+    }
+
+    /// After a record left: an empty queue that grew large over a backlog gives its memory
+    /// back (a `VecDeque` keeps its capacity, and a lane's burst stayed resident for the
+    /// rest of the run; docs/BENCHMARKS.md, peak memory).
+    pub(super) fn drained(&mut self) {
+        if self.queue.is_empty() && self.queue.capacity() > SHRINK_ABOVE {
+            self.queue = VecDeque::new();
+        }
     }
 
     /// Judges what is held by the first heartbeat that can be accepted (see the module

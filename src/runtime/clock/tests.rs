@@ -259,3 +259,22 @@ fn a_void_record_after_the_last_heartbeats_is_not_held_by_them() {
     g.push(1, Writer::SOLE, (5, 1), Mark::Void, "garbage");
     assert_eq!(drain(&mut g), ["a-beat", "b-beat", "garbage"], "lane 0 has promised nothing more at 20");
 }
+
+#[test]
+fn a_drained_sub_lane_gives_its_queue_back() {
+    // A burst over a backlog grows a sub-lane's queue; once it drains, the capacity goes
+    // (a VecDeque keeps it otherwise, for the rest of the run).
+    let mut g = Gate::new([true]);
+    for off in 0..5_000 {
+        g.push(0, Writer::SOLE, (100 + off, off), Mark::Record, ());
+    }
+    assert!(g.queue_capacity(0, 0) >= 5_000);
+    g.close();
+    assert_eq!(drain(&mut g).len(), 5_000);
+    assert_eq!(g.queue_capacity(0, 0), 0, "the emptied queue was freed");
+    // A small queue keeps its capacity: no allocation per record at a steady trickle.
+    g.push(0, Writer::SOLE, (10_000, 5_000), Mark::Record, ());
+    let small = g.queue_capacity(0, 0);
+    assert_eq!(drain(&mut g).len(), 1);
+    assert_eq!(g.queue_capacity(0, 0), small);
+}
