@@ -1,11 +1,12 @@
-//! The global-table reader: one consumer outside the group reads global inputs whole and
-//! hands each record to every task that still needs it. A global lane of a topic the
-//! stage also reads co-partitioned is fed by the thread's own consumer instead, on the
-//! partitions the thread owns, once the lane has caught up with it
-//! ([`super::stage`]'s `accept`); the reader then pauses those partitions.
+//! The global-table reader: one consumer per stream thread, outside the group, reads the
+//! global inputs of every stage the thread hosts whole and hands each record to every task
+//! that still needs it. A global lane of a topic the stage also reads co-partitioned is fed
+//! by the thread's own consumer instead, on the partitions the thread owns, from that
+//! consumer's position on ([`super::stage`]'s `accept`); the reader only fills what lies
+//! before that position, then pauses those partitions.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     sync::atomic::AtomicBool,
     time::Duration,
 };
@@ -13,94 +14,196 @@ use std::{
 use rdkafka::{
     Message, Offset, TopicPartitionList,
     consumer::{BaseConsumer, Consumer},
+    message::BorrowedMessage,
 };
 use tokio::runtime::Handle;
 
 use super::{
     RuntimeError,
     assign::{Lanes, TaskSlot},
+    config::ThreadConfig,
+    flow::{Part, Paused},
     kafka,
     read::{Read, admit_waiting, again},
+    stage::StageRun,
     stats::RuntimeStats,
 };
 use crate::{codec::Codec, runtime::processor::Processor};
 
-/// Hands global records to every task that has not buffered or processed them yet.
+/// The thread's one reader of global inputs, shared by its stages: a topic read whole by
+/// two stages is fetched once. Its positions live in the tasks' changelogged stores, not in
+/// committed offsets; its group id is never joined.
+pub(super) struct GlobalReader {
+    consumer: BaseConsumer,
+    /// Partitions paused because every stage reading them has enough of them buffered (or
+    /// is fed them by the thread's own consumer).
+    paused: Paused,
+    /// Per global topic, the stages (indexes) that read it whole.
+    readers: HashMap<String, Vec<usize>>,
+}
+
+impl GlobalReader {
+    /// A reader for the global inputs of `stages`; `None` when none has any.
+    pub(super) fn new(
+        cfg: &ThreadConfig,
+        stages: &[Box<dyn StageRun + '_>],
+    ) -> Result<Option<Self>, RuntimeError> {
+        let mut readers: HashMap<String, Vec<usize>> = HashMap::new();
+        for (s, stage) in stages.iter().enumerate() {
+            for topic in stage.globals() {
+                readers.entry(topic.clone()).or_default().push(s);
+            }
+        }
+        if readers.is_empty() {
+            return Ok(None);
+        }
+        let mut c = rdkafka::ClientConfig::new();
+        c.set("bootstrap.servers", &cfg.bootstrap)
+            .set("group.id", format!("{}-global", cfg.group_id))
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed");
+        super::bounded_prefetch(&mut c);
+        let consumer: BaseConsumer = c.create().map_err(kafka("creating the global consumer"))?;
+        Ok(Some(Self { consumer, paused: Paused::default(), readers }))
+    }
+
+    /// Hands up to `max` fetched records to the stages that read their topic whole.
+    pub(super) fn take(&mut self, stages: &mut [Box<dyn StageRun + '_>], max: usize, stop: &AtomicBool) {
+        for _ in 0..max {
+            match self.consumer.poll(Duration::ZERO) {
+                Some(Ok(m)) => {
+                    for &s in self.readers.get(m.topic()).map(Vec::as_slice).unwrap_or_default() {
+                        if stages[s].take_global(&m, stop).is_none() {
+                            return;
+                        }
+                    }
+                }
+                Some(Err(e)) => tracing::warn!(error = %e, "global consumer error"),
+                None => return,
+            }
+        }
+    }
+
+    /// Points the reader at the earliest position any task of any stage still needs (after
+    /// the tasks changed: a rebalance, an abort). Nothing stays paused.
+    pub(super) fn reposition(&mut self, stages: &[Box<dyn StageRun + '_>]) -> Result<(), RuntimeError> {
+        self.paused.release(&self.consumer);
+        let mut from: BTreeMap<Part, i64> = BTreeMap::new();
+        for stage in stages {
+            for (part, next) in stage.global_from() {
+                let at = from.entry(part).or_insert(next);
+                *at = (*at).min(next);
+            }
+        }
+        if from.is_empty() {
+            return self.consumer.unassign().map_err(kafka("unassigning globals"));
+        }
+        let mut tpl = TopicPartitionList::new();
+        for ((topic, partition), next) in from {
+            tpl.add_partition_offset(&topic, partition, Offset::Offset(next))
+                .map_err(kafka("global assignment"))?;
+        }
+        self.consumer.assign(&tpl).map_err(kafka("global assignment"))
+    }
+
+    /// Bounded buffers for the reader: pauses a partition every stage reading it asks to
+    /// pause (its lanes full, or fed by the thread's consumer), resumes the rest.
+    pub(super) fn pace(&mut self, wants: impl IntoIterator<Item = (Part, bool)>) -> Result<(), RuntimeError> {
+        self.paused.set(&self.consumer, agreed(wants)).map_err(kafka("pausing global partitions"))
+    }
+}
+
+/// The partitions every stage that reads them asks to pause (one that still needs a
+/// partition keeps it fetching for all).
+fn agreed(wants: impl IntoIterator<Item = (Part, bool)>) -> BTreeSet<Part> {
+    let mut all: BTreeMap<Part, bool> = BTreeMap::new();
+    for (part, pause) in wants {
+        let p = all.entry(part).or_insert(true);
+        *p = *p && pause;
+    }
+    all.into_iter().filter(|(_, p)| *p).map(|(part, _)| part).collect()
+}
+
+/// Hands one global record to every task of a stage that has not buffered or processed it
+/// yet. `None`: `stop` was set while admission waited for the registry.
 ///
 /// On a partition the thread owns of a topic the stage also reads co-partitioned
 /// (`global_of`: per co-partitioned input, its global input), the reader only fills what
 /// lies before the thread consumer's position; from there on that consumer feeds the lane
 /// (`Stage::feed_global`). A record at or past that position tells the lane it has
 /// everything before the position.
-pub(super) fn take_globals<P: Processor>(
-    consumer: &BaseConsumer,
+pub(super) fn take_global<P: Processor>(
+    m: &BorrowedMessage<'_>,
     tasks: &mut BTreeMap<i32, TaskSlot<P>>,
     lanes: &Lanes,
     (global_index, global_of): (&HashMap<&str, usize>, &[Option<usize>]),
-    max: usize,
     (codec, handle, stats, stop): (&Codec, &Handle, &RuntimeStats, &AtomicBool),
-) -> usize {
-    let mut taken = 0;
-    while taken < max {
-        match consumer.poll(Duration::ZERO) {
-            Some(Ok(m)) => {
-                let Some(&input) = global_index.get(m.topic()) else { continue };
-                let Some(gl) = lanes.global_lane(input, m.partition()) else { continue };
-                let offset = m.offset();
-                // Where the thread's consumer stands on this partition, if it owns it.
-                let group = (global_of.iter().position(|g| *g == Some(input)))
-                    .and_then(|i| Some(tasks.get(&m.partition())?.group_next(i)));
-                if let Some(at) = group.filter(|at| offset >= *at) {
-                    for slot in tasks.values_mut() {
-                        if slot.lane_next[gl] <= offset {
-                            slot.lane_next[gl] = slot.lane_next[gl].max(at);
-                        }
-                    }
-                    continue;
-                }
-                if tasks.values().all(|slot| offset < slot.lane_next[gl]) {
-                    continue;
-                }
-                // Admitted once for every task that reads it.
-                let read = Read::from_message(input, &m);
-                let Some(admitted) = admit_waiting::<P::Input>(codec, handle, &read, stats, stop) else {
-                    break;
-                };
-                stats.global_from_reader.inc();
-                for slot in tasks.values_mut() {
-                    if offset >= slot.lane_next[gl] {
-                        let p = read.clone().into_pending(again(&admitted));
-                        slot.gate.push(lanes.inputs + gl, p.writer, (p.timestamp_ms, p.offset), p.mark, p);
-                        slot.lane_next[gl] = m.offset() + 1;
-                    }
-                }
-                taken += 1;
+) -> Option<()> {
+    let Some(&input) = global_index.get(m.topic()) else { return Some(()) };
+    let Some(gl) = lanes.global_lane(input, m.partition()) else { return Some(()) };
+    let offset = m.offset();
+    // Where the thread's consumer stands on this partition, if it owns it.
+    let group = (global_of.iter().position(|g| *g == Some(input)))
+        .and_then(|i| Some(tasks.get(&m.partition())?.group_next(i)));
+    if let Some(at) = group.filter(|at| offset >= *at) {
+        for slot in tasks.values_mut() {
+            if slot.lane_next[gl] <= offset {
+                slot.lane_next[gl] = slot.lane_next[gl].max(at);
             }
-            Some(Err(e)) => tracing::warn!(error = %e, "global consumer error"),
-            None => break,
+        }
+        return Some(());
+    }
+    if tasks.values().all(|slot| offset < slot.lane_next[gl]) {
+        return Some(());
+    }
+    // Admitted once for every task that reads it.
+    let read = Read::from_message(input, m);
+    let admitted = admit_waiting::<P::Input>(codec, handle, &read, stats, stop)?;
+    stats.global_from_reader.inc();
+    for slot in tasks.values_mut() {
+        if offset >= slot.lane_next[gl] {
+            let p = read.clone().into_pending(again(&admitted));
+            slot.gate.push(lanes.inputs + gl, p.writer, (p.timestamp_ms, p.offset), p.mark, p);
+            slot.lane_next[gl] = offset + 1;
         }
     }
-    taken
+    Some(())
 }
 
-/// Points the global consumer at the earliest position any task still needs.
-pub(super) fn reposition_globals<P: Processor>(
-    consumer: &BaseConsumer,
+/// Per global lane of a stage: its (topic, partition) and the earliest next offset any of
+/// its tasks needs. Empty without tasks.
+pub(super) fn global_from<P: Processor>(
     tasks: &BTreeMap<i32, TaskSlot<P>>,
     lanes: &Lanes,
     topics: &[&str],
-) -> Result<(), RuntimeError> {
-    if lanes.globals.is_empty() {
-        return Ok(());
-    }
+) -> Vec<(Part, i64)> {
     if tasks.is_empty() {
-        return consumer.unassign().map_err(kafka("unassigning globals"));
+        return Vec::new();
     }
-    let mut tpl = TopicPartitionList::new();
-    for (gl, &(input, partition)) in lanes.globals.iter().enumerate() {
-        let from = tasks.values().map(|s| s.lane_next[gl]).min().unwrap_or(0);
-        tpl.add_partition_offset(topics[input], partition, Offset::Offset(from))
-            .map_err(kafka("global assignment"))?;
+    (lanes.globals.iter().enumerate())
+        .map(|(gl, &(input, partition))| {
+            let from = tasks.values().map(|s| s.lane_next[gl]).min().unwrap_or(0);
+            ((topics[input].to_owned(), partition), from)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_global_partition_pauses_only_when_every_stage_reading_it_agrees() {
+        let p = |t: &str, q| (t.to_owned(), q);
+        let wants = [
+            (p("leases", 0), true),
+            (p("leases", 1), false),
+            // Two stages read the jobs whole: one still needs partition 0.
+            (p("jobs", 0), true),
+            (p("jobs", 0), false),
+            (p("jobs", 1), true),
+            (p("jobs", 1), true),
+        ];
+        assert_eq!(agreed(wants), BTreeSet::from([p("leases", 0), p("jobs", 1)]));
     }
-    consumer.assign(&tpl).map_err(kafka("global assignment"))
 }

@@ -1,6 +1,6 @@
 //! A stream thread: one consumer in the application's group subscribed to the inputs of
-//! every stage, one transactional producer, and the tasks of every stage the group assigns
-//! it. Each iteration fills a batch, applies rebalances, processes what every task's gate
+//! every stage, one reader of every stage's global inputs, one transactional producer, and
+//! the tasks of every stage the group assigns it. Each iteration fills a batch, applies rebalances, processes what every task's gate
 //! releases in one transaction, and commits or aborts it.
 
 use std::{
@@ -19,6 +19,7 @@ use super::{
     assign::{RebalanceEvent, RebalanceLog, rewind},
     config::ThreadConfig,
     flow::{Paused, Pressure},
+    globals::GlobalReader,
     group_consumer_config, kafka,
     stage::{KafkaStage, Offsets, Positions},
     stats::lag,
@@ -56,6 +57,7 @@ pub fn run_thread(
         stage.track(shared);
     }
 
+    let mut globals = GlobalReader::new(cfg, &stages)?;
     let session = TxSession::open(&cfg.bootstrap, &cfg.transactional_id, cfg.transaction_timeout_ms)?;
     let producer = session.producer();
     let rebalances = RebalanceLog::default();
@@ -100,7 +102,11 @@ pub fn run_thread(
             && started.elapsed() < Duration::from_millis(cfg.commit_interval_ms)
         {
             let polled = consumer.poll(Duration::from_millis(20));
-            apply_rebalances(&rebalances, &consumer, &mut stages, &mut paused, cfg.thread)?;
+            if apply_rebalances(&rebalances, &consumer, &mut stages, &mut paused, cfg.thread)?
+                && let Some(globals) = &mut globals
+            {
+                globals.reposition(&stages)?;
+            }
             match polled {
                 Some(Ok(m)) => {
                     for &s in readers.get(m.topic()).copied().unwrap_or_default() {
@@ -116,14 +122,18 @@ pub fn run_thread(
             }
             // Only the tasks' own records fill a batch: counting global ones starved them
             // (a batch of 30 took 1 own record and 29 global).
-            for stage in &mut stages {
-                stage.take_globals(stop);
+            if let Some(globals) = &mut globals {
+                globals.take(&mut stages, cfg.max_batch_records, stop);
             }
         }
         // Pause what the tasks hold enough of, resume what they drained (or now wait for).
         let mut pressure = Pressure::default();
+        let mut global_wants = Vec::new();
         for stage in &mut stages {
-            stage.pace(cfg.buffered_records_per_partition, &mut pressure)?;
+            global_wants.extend(stage.pace(cfg.buffered_records_per_partition, &mut pressure));
+        }
+        if let Some(globals) = &mut globals {
+            globals.pace(global_wants)?;
         }
         paused.set(&consumer, pressure.to_pause()).map_err(kafka("pausing partitions"))?;
         // Nothing to release (empty, or every task waits for a lane to pass its head) and no
@@ -176,6 +186,9 @@ pub fn run_thread(
                 for stage in &mut stages {
                     stage.recreate(cfg.thread, &committed)?;
                 }
+                if let Some(globals) = &mut globals {
+                    globals.reposition(&stages)?;
+                }
             }
         }
     }
@@ -186,14 +199,16 @@ pub fn run_thread(
     Ok(())
 }
 
-/// Applies the rebalances recorded since the last call to every stage.
+/// Applies the rebalances recorded since the last call to every stage; true if any
+/// stage's tasks changed.
 fn apply_rebalances(
     log: &RebalanceLog,
     consumer: &BaseConsumer<RebalanceLog>,
     stages: &mut [Box<dyn super::stage::StageRun + '_>],
     paused: &mut Paused,
     thread: usize,
-) -> Result<(), RuntimeError> {
+) -> Result<bool, RuntimeError> {
+    let mut any = false;
     for event in log.take() {
         // The assignment changed under them: nothing stays paused (the next iteration
         // pauses again what the new tasks hold enough of).
@@ -205,10 +220,11 @@ fn apply_rebalances(
             };
             if changed {
                 stage.reassigned(thread)?;
+                any = true;
             }
         }
     }
-    Ok(())
+    Ok(any)
 }
 
 /// The offsets a transaction commits, per (topic, partition): the next offset to read.

@@ -1,5 +1,5 @@
-//! One stage's tasks on a stream thread: the records the thread's consumer hands it, its
-//! global-table reader, its rebalances, and its share of each transaction (outputs, dead
+//! One stage's tasks on a stream thread: the records the thread's consumer and its
+//! global-table reader hand it, its rebalances, and its share of each transaction (outputs, dead
 //! letters, changelog writes, the offsets it needs committed).
 //!
 //! [`StageRun`] erases the processor type, so one thread loop ([`super::run`]) hosts the
@@ -30,8 +30,8 @@ use super::{
     assign::{Lanes, RebalanceLog, TaskFactory, TaskSlot, set_task_gauges},
     client_config,
     config::RuntimeConfig,
-    flow::{Paused, Pressure},
-    globals::{reposition_globals, take_globals},
+    flow::{Part, Pressure},
+    globals::{global_from, take_global},
     kafka,
     read::{Read, admit_waiting, again},
     spans::{emit_span, process_span},
@@ -80,8 +80,15 @@ pub(crate) trait StageRun {
     /// Buffers a record of one of its inputs in its task. `None`: `stop` was set while
     /// admission waited for the registry; `Some(true)`: buffered (not read before).
     fn accept(&mut self, m: &BorrowedMessage<'_>, stop: &AtomicBool) -> Option<bool>;
-    /// Hands what the stage's global-table reader has to the tasks that need it.
-    fn take_globals(&mut self, stop: &AtomicBool);
+    /// Its global input topics (read whole by every task).
+    fn globals(&self) -> &[String];
+    /// Hands a record the thread's global-table reader fetched of one of its global inputs
+    /// to the tasks that need it. `None`: `stop` was set while admission waited for the
+    /// registry.
+    fn take_global(&mut self, m: &BorrowedMessage<'_>, stop: &AtomicBool) -> Option<()>;
+    /// Per partition of its global inputs, the earliest offset one of its tasks needs
+    /// (where the global reader goes after the tasks changed); empty without tasks.
+    fn global_from(&self) -> Vec<(Part, i64)>;
     /// Drops the tasks of revoked partitions; true if any.
     fn revoke(&mut self, parts: &[(String, i32)]) -> bool;
     /// Creates and restores the tasks of assigned partitions; true if any.
@@ -90,16 +97,16 @@ pub(crate) trait StageRun {
         consumer: &BaseConsumer<RebalanceLog>,
         parts: &[(String, i32)],
     ) -> Result<bool, RuntimeError>;
-    /// After its tasks changed: the global reader goes where the tasks stand, gauges.
+    /// After its tasks changed: lag and task gauges.
     fn reassigned(&mut self, thread: usize) -> Result<(), RuntimeError>;
     /// Whether a transaction has something to do for it.
     fn has_work(&self, positions: &Positions) -> bool;
     /// Logs (at debug, rate-limited by the caller) what its tasks wait for.
     fn log_waiting(&self);
     /// Bounded buffers ([`super::flow`]): notes in `group` which partitions of its inputs
-    /// its tasks buffer `limit` records of, and which they wait for; pauses and resumes the
-    /// partitions of its own global reader the same way.
-    fn pace(&mut self, limit: usize, group: &mut Pressure) -> Result<(), RuntimeError>;
+    /// its tasks buffer `limit` records of, and which they wait for; returns, per partition
+    /// of its global inputs, whether the global reader may pause it for this stage.
+    fn pace(&mut self, limit: usize, group: &mut Pressure) -> Vec<(Part, bool)>;
     /// Processes what its tasks release into the open transaction: outputs, dead letters,
     /// changelog writes; lowers `offsets` to what it needs committed. `Ok(Some(e))`: a send
     /// failed and the transaction must abort.
@@ -130,7 +137,7 @@ impl std::fmt::Debug for KafkaStage<'_> {
 }
 
 /// Sets up one stage for a stream thread: its output and dead-letter writers (registered
-/// with the registry), its global-table reader, and the factory of its tasks (built by
+/// with the registry) and the factory of its tasks (built by
 /// `make` per partition). Tasks come with the thread's first assignment.
 pub fn kafka_stage<'a, P, F>(
     cfg: &'a RuntimeConfig,
@@ -194,14 +201,6 @@ where
         .zip(&cfg.outputs)
         .map(|(port, topic)| port.key_record.map(|k| handle.block_on(codec.key_writer(topic, k))).transpose())
         .collect::<Result<_, _>>()?;
-    // Every instance reads global inputs whole, outside the group; positions live in the
-    // tasks' changelogged stores, not in committed offsets.
-    let global_consumer: BaseConsumer = client_config(cfg)
-        .set("group.id", format!("{}-global", cfg.stage_prefix()))
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .create()
-        .map_err(kafka("creating the global consumer"))?;
     let all_topics: Vec<&str> = cfg.inputs.iter().chain(&cfg.globals).map(String::as_str).collect();
     stats.declare_topics(&all_topics, &cfg.outputs);
     // A topic may be both a co-partitioned input and a global (the jobs topic of `[runs]`):
@@ -230,8 +229,6 @@ where
         stats,
         factory,
         tasks: BTreeMap::new(),
-        global_consumer,
-        global_paused: Paused::default(),
         all_topics,
         input_index,
         global_index,
@@ -278,9 +275,6 @@ struct Stage<'a, P: Processor, F, W> {
     stats: &'a RuntimeStats,
     factory: TaskFactory<'a, F, W>,
     tasks: BTreeMap<i32, TaskSlot<P>>,
-    global_consumer: BaseConsumer,
-    /// The global reader's partitions paused for bounded buffers.
-    global_paused: Paused,
     all_topics: Vec<&'a str>,
     input_index: HashMap<&'a str, usize>,
     global_index: HashMap<&'a str, usize>,
@@ -332,7 +326,7 @@ where
         // The same record on a global lane of this topic: made from what was just decoded,
         // or else admitted again as that input (a rejected record is judged as the lane
         // judges it). Always: past the thread consumer's position the reader leaves the
-        // lane to this consumer (`take_globals`).
+        // lane to this consumer (`globals::take_global`).
         let mut shared = None;
         if let Some(g) = self.global_of[input]
             && let Some(gl) = self.factory.lanes.global_lane(g, m.partition())
@@ -362,19 +356,18 @@ where
         Some(fresh)
     }
 
-    fn take_globals(&mut self, stop: &AtomicBool) {
-        if self.factory.lanes.globals.is_empty() {
-            return;
-        }
+    fn globals(&self) -> &[String] {
+        &self.cfg.globals
+    }
+
+    fn take_global(&mut self, m: &BorrowedMessage<'_>, stop: &AtomicBool) -> Option<()> {
         let admission = (self.codec, self.handle, self.stats, stop);
-        take_globals(
-            &self.global_consumer,
-            &mut self.tasks,
-            &self.factory.lanes,
-            (&self.global_index, &self.global_of),
-            self.cfg.max_batch_records,
-            admission,
-        );
+        let index = (&self.global_index, self.global_of.as_slice());
+        take_global(m, &mut self.tasks, &self.factory.lanes, index, admission)
+    }
+
+    fn global_from(&self) -> Vec<(Part, i64)> {
+        global_from(&self.tasks, &self.factory.lanes, &self.all_topics)
     }
 
     fn revoke(&mut self, parts: &[(String, i32)]) -> bool {
@@ -390,8 +383,6 @@ where
     }
 
     fn reassigned(&mut self, thread: usize) -> Result<(), RuntimeError> {
-        self.global_paused.release(&self.global_consumer);
-        reposition_globals(&self.global_consumer, &self.tasks, &self.factory.lanes, &self.all_topics)?;
         let tasks = &self.tasks;
         self.stats.retain_thread_lag(thread, |p| tasks.contains_key(&p));
         set_task_gauges(self.stats, thread, &mut self.tasks);
@@ -413,7 +404,7 @@ where
         }
     }
 
-    fn pace(&mut self, limit: usize, group: &mut Pressure) -> Result<(), RuntimeError> {
+    fn pace(&mut self, limit: usize, group: &mut Pressure) -> Vec<(Part, bool)> {
         let lanes = &self.factory.lanes;
         let (tasks, topics, global_of) = (&self.tasks, &self.all_topics, &self.global_of);
         // The co-partitioned input a global lane's records come through when this thread
@@ -440,21 +431,25 @@ where
                 });
             }
         }
-        if !lanes.globals.is_empty() {
-            let mut pause = globals.to_pause();
-            // The partitions whose every task's lane has caught up with the thread's
-            // consumer: it feeds them from now on, so the reader need not fetch them again.
-            for gl in 0..lanes.globals.len() {
-                let Some((i, q)) = through_group(gl) else { continue };
-                let Some(at) = tasks.get(&q).map(|owner| owner.group_next(i)) else { continue };
-                if tasks.values().all(|s| s.lane_next[gl] >= at) {
-                    pause.insert((topics[lanes.globals[gl].0].to_owned(), q));
-                }
-            }
-            (self.global_paused.set(&self.global_consumer, pause))
-                .map_err(kafka("pausing global partitions"))?;
+        if tasks.is_empty() {
+            return Vec::new();
         }
-        Ok(())
+        let full = globals.to_pause();
+        (lanes.globals.iter().enumerate())
+            .map(|(gl, &(input, q))| {
+                let part = (topics[input].to_owned(), q);
+                // Caught up with the thread's consumer on every task: that consumer feeds
+                // the partition from now on, so the reader need not fetch it again.
+                let fed = through_group(gl).is_some_and(|(i, q)| {
+                    tasks.get(&q).is_some_and(|owner| {
+                        let at = owner.group_next(i);
+                        tasks.values().all(|s| s.lane_next[gl] >= at)
+                    })
+                });
+                let pause = fed || full.contains(&part);
+                (part, pause)
+            })
+            .collect()
     }
 
     fn process(
@@ -603,8 +598,6 @@ where
     fn recreate(&mut self, thread: usize, committed: &TopicPartitionList) -> Result<(), RuntimeError> {
         let assigned = std::mem::take(&mut self.assigned);
         self.tasks.extend(self.factory.create(&assigned, committed)?);
-        self.global_paused.release(&self.global_consumer);
-        reposition_globals(&self.global_consumer, &self.tasks, &self.factory.lanes, &self.all_topics)?;
         set_task_gauges(self.stats, thread, &mut self.tasks);
         Ok(())
     }
