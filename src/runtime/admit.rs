@@ -94,6 +94,19 @@ impl<I> Admitted<I> {
     }
 }
 
+impl<I: Clone> Admitted<I> {
+    /// The same verdict for another lane or task that reads the same bytes, without
+    /// decoding them again. `None` for [`Admitted::Retry`]: that record is admitted again.
+    pub fn again(&self) -> Option<Self> {
+        Some(match self {
+            Self::Use(i) => Self::Use(i.clone()),
+            Self::Time => Self::Time,
+            Self::Reject { reason, detail } => Self::Reject { reason, detail: detail.clone() },
+            Self::Retry(_) => return None,
+        })
+    }
+}
+
 /// Admits one record of a stage whose inputs decode as `I`.
 pub async fn admit<I: DecodeInput>(codec: &Codec, env: Envelope<'_>) -> Admitted<I> {
     match env.timestamp_ms {

@@ -282,6 +282,25 @@ where
         records_in: 0,
         counts: std::collections::BTreeMap::new(),
     };
+    // Every task reads every partition of a global input: each record is admitted (decoded)
+    // once here, and each task takes a copy of the verdict (the decoded value shared where
+    // it is an `Arc`), as a stream thread's global reader hands one record to its tasks.
+    let mut admitted_globals: Vec<Vec<Admitted<P::Input>>> = Vec::new();
+    for (g, topic) in globals.iter().enumerate() {
+        let input = inputs.len() + g;
+        for (q, records) in topic.partitions.iter().enumerate() {
+            let mut verdicts = Vec::with_capacity(records.len());
+            for (offset, rec) in records.iter().enumerate() {
+                let admitted = admit::admit(codec, envelope(input, rec)).await;
+                if let Admitted::Retry(source) = admitted {
+                    let (partition, offset) = (q as i32, offset as i64);
+                    return Err(DriverError::Retriable { input, partition, offset, source });
+                }
+                verdicts.push(admitted);
+            }
+            admitted_globals.push(verdicts);
+        }
+    }
 
     for partition in 0..partitions {
         // Writers are cheap to rebuild but not Clone: move them into each task and back.
@@ -331,7 +350,8 @@ where
         // Everything each lane will ever hold is here: release in merge order.
         gate.close();
         let mut next = vec![0usize; subs.len()];
-        let feeding = Feeding { codec, lanes: &lanes, subs: &subs };
+        let feeding =
+            Feeding { codec, lanes: &lanes, subs: &subs, globals: &admitted_globals, inputs: inputs.len() };
         for sub in 0..subs.len() {
             feeding.feed(&mut gate, &mut next, sub).await?;
         }
@@ -401,16 +421,33 @@ where
 
 /// What feeds a task's gate: its lanes and their sub-lanes, admitting each record as it
 /// enters (so a record nothing can use enters carrying no time).
-struct Feeding<'a> {
+struct Feeding<'a, I> {
     codec: &'a Codec,
     lanes: &'a [(usize, &'a MemTopic, i32)],
     subs: &'a [(usize, u32, Vec<u32>)],
+    /// Per global lane (lane − `inputs`), every record's verdict, admitted once for all
+    /// tasks.
+    globals: &'a [Vec<Admitted<I>>],
+    /// Co-partitioned inputs: the lanes before the global ones.
+    inputs: usize,
 }
 
-impl Feeding<'_> {
+/// A record of input `input` as admission reads it.
+fn envelope(input: usize, rec: &LogRecord) -> Envelope<'_> {
+    Envelope {
+        input,
+        key: rec.key.as_deref(),
+        value: rec.value.as_deref(),
+        timestamp_ms: Some(rec.timestamp_ms),
+        time_header: rec.heartbeat || rec.beat,
+        writer: Some(rec.writer),
+    }
+}
+
+impl<I: crate::runtime::DecodeInput> Feeding<'_, I> {
     /// Feeds sub-lane `sub` its next record — and more while the gate holds them for a
     /// heartbeat to judge — or, at its end, tells the gate so.
-    async fn feed<I: crate::runtime::DecodeInput>(
+    async fn feed(
         &self,
         gate: &mut Gate<(usize, Admitted<I>)>,
         next: &mut [usize],
@@ -424,15 +461,14 @@ impl Feeding<'_> {
             };
             let (input, topic, q) = self.lanes[*lane];
             let rec = &topic.partitions[q as usize][offset as usize];
-            let env = Envelope {
-                input,
-                key: rec.key.as_deref(),
-                value: rec.value.as_deref(),
-                timestamp_ms: Some(rec.timestamp_ms),
-                time_header: rec.heartbeat || rec.beat,
-                writer: Some(rec.writer),
+            let admitted = match lane.checked_sub(self.inputs) {
+                Some(gl) => self.globals[gl][offset as usize].again(),
+                None => None,
             };
-            let admitted = admit::admit::<I>(self.codec, env).await;
+            let admitted = match admitted {
+                Some(admitted) => admitted,
+                None => admit::admit::<I>(self.codec, envelope(input, rec)).await,
+            };
             if let Admitted::Retry(source) = admitted {
                 return Err(DriverError::Retriable {
                     input,

@@ -36,9 +36,19 @@ impl KeyedCount {
 }
 
 impl DecodeInput for KeyedCount {
-    async fn decode(_input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
+    async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
+        #[cfg(test)]
+        DECODED.with(|d| d.borrow_mut().push(input));
+        #[cfg(not(test))]
+        let _ = input;
         codec.decode_as(bytes).await
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The input index of every [`KeyedCount`] decoded on this thread (tests count decodes).
+    pub(super) static DECODED: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// [`Probe`]'s output ports, in the order of [`Probe::OUTPUTS`].

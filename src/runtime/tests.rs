@@ -190,6 +190,35 @@ async fn global_inputs_reach_every_task_once_and_their_positions_are_changelogge
 }
 
 #[tokio::test]
+async fn each_global_record_is_decoded_once_for_every_task() {
+    // Three tasks read every partition of the global input: its records are decoded once
+    // and shared, not once per task (the co-partitioned input once per record, as ever).
+    let codec = Codec::new(None).unwrap();
+    let (topic, _) = input(&codec, 3, 90, 5);
+    let w = writer(&codec, KeyedCount::FULL_NAME);
+    let mut global = MemTopic::new("leases", 2);
+    for i in 0..40 {
+        let key = format!("g{}", i % 4);
+        let rec = KeyedCount { key: key.clone(), count: 0, input_partition: 0, input_offset: 0 };
+        global.produce(Some(key.as_bytes()), Some(w.encode(&rec).unwrap()), 1_500 + i, false);
+    }
+    super::probe::DECODED.with(|d| d.borrow_mut().clear());
+    let run =
+        driver::run_with_globals("probe", &codec, &[&topic], &[&global], outputs(&codec, 3), Probe::for_task)
+            .await
+            .unwrap();
+    let decoded = super::probe::DECODED.with(|d| d.take());
+    let per_input = |i: usize| decoded.iter().filter(|d| **d == i).count();
+    assert_eq!(per_input(1), 40, "each global record decoded once, not once per task");
+    assert_eq!(per_input(0), 90, "each own record decoded once");
+    // And every task still saw every global record.
+    let per_key = decoded_outputs(&codec, &run.outputs[0]).await;
+    for task in 0..3 {
+        assert_eq!(per_key[&format!("global/{task}/g0")], (1..=10).collect::<Vec<i64>>(), "task {task}");
+    }
+}
+
+#[tokio::test]
 async fn a_repartition_topic_re_keys_between_two_stages() {
     let codec = Codec::new(None).unwrap();
     let (topic, corrupt) = input(&codec, 3, 600, 40);

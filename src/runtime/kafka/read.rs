@@ -134,12 +134,7 @@ impl Read {
 /// global record gets its own copy (the decoded value is shared where it is an `Arc`).
 /// Admission waits retries out, so none reaches here.
 pub(super) fn again<I: Clone>(admitted: &Admitted<I>) -> Admitted<I> {
-    match admitted {
-        Admitted::Use(i) => Admitted::Use(i.clone()),
-        Admitted::Time => Admitted::Time,
-        Admitted::Reject { reason, detail } => Admitted::Reject { reason, detail: detail.clone() },
-        Admitted::Retry(_) => unreachable!("admission waited for the registry"),
-    }
+    admitted.again().expect("admission waited for the registry")
 }
 
 /// Admits a record, waiting while the schema registry does not answer (the same bytes
