@@ -19,6 +19,10 @@ use kubefacts::{
 
 const PARTITIONS: i32 = 3;
 
+// The binary's allocator (src/main.rs), so the figure is the one `demo` and `replay` get.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let value = |flag: &str| argv.iter().position(|a| a == flag).and_then(|i| argv.get(i + 1)).cloned();

@@ -18,6 +18,11 @@
 //! (`-- --profile medium` for a shorter run). Under `cargo test --all-targets` it runs the
 //! small profile with short phases: a check of the machinery, not a measurement.
 
+// The binary's allocator (src/main.rs): the in-memory phases measure what `demo` and
+// `replay` get.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "common/broker.rs"]
 mod broker;
 #[path = "common/fleet.rs"]

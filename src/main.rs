@@ -6,6 +6,11 @@ use clap::Parser;
 use cli::Cli;
 use kubefacts::telemetry;
 
+/// mimalloc instead of glibc's malloc: per-record allocations dominate the hot path, and
+/// glibc's per-thread arenas kept freed pages resident (docs/BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
