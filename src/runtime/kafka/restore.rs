@@ -2,8 +2,8 @@
 //! stable offset.
 
 use std::{
-    collections::{BTreeMap, HashMap},
-    time::Duration,
+    collections::{BTreeMap, BTreeSet, HashMap},
+    time::{Duration, Instant},
 };
 
 use rdkafka::{
@@ -39,7 +39,10 @@ impl ConsumerContext for QuietEof {}
 /// Reads changelog partitions from the start to their last stable offsets, handing each
 /// record to `apply` with the destination its (topic, partition) maps to. One consumer per
 /// changelog topic, so an end-of-partition event (which names only the partition) is
-/// unambiguous.
+/// unambiguous; all of them start at once and are read side by side, since a restore
+/// mostly waits (each consumer's start-up, offset look-up and last fetch) rather than
+/// computes: one after another, a stage of five stores spent about 100 ms per store on
+/// them whatever its size.
 pub(super) fn restore(
     cfg: &RuntimeConfig,
     stats: &RuntimeStats,
@@ -50,7 +53,8 @@ pub(super) fn restore(
     for (topic, partition) in sources.keys() {
         by_topic.entry(topic).or_default().push(*partition);
     }
-    let mut applied = 0;
+    // Per changelog topic: its consumer and the partitions not read to their end yet.
+    let mut reading: Vec<(&str, BaseConsumer<QuietEof>, BTreeSet<i32>)> = Vec::new();
     for (topic, partitions) in by_topic {
         // The restore consumer only assigns, reads to the end and goes: its group id is
         // never joined or committed to, but librdkafka wants one.
@@ -72,30 +76,51 @@ pub(super) fn restore(
             tpl.add_partition_offset(topic, p, Offset::Beginning).map_err(kafka("restore assignment"))?;
         }
         consumer.assign(&tpl).map_err(kafka("restore assignment"))?;
-        let mut pending: std::collections::BTreeSet<i32> = partitions.into_iter().collect();
-        while !pending.is_empty() {
-            match consumer.poll(Duration::from_secs(30)) {
-                Some(Ok(m)) => {
-                    let dest = sources[&(topic.to_owned(), m.partition())];
-                    apply(dest, m.key().unwrap_or_default(), m.payload()).map_err(|source| {
-                        RuntimeError::Restore { topic: topic.to_owned(), partition: m.partition(), source }
-                    })?;
-                    applied += 1;
-                    stats.restored.inc();
-                    Failpoint::pause_if(cfg.failpoint, FailpointAt::DuringRestore, stats.restored.get());
+        reading.push((topic, consumer, partitions.into_iter().collect()));
+    }
+    let mut applied = 0;
+    let mut progress = Instant::now();
+    while !reading.is_empty() {
+        let mut idle = true;
+        for (topic, consumer, pending) in &mut reading {
+            // A consumer's queue is drained before the next one is looked at; an empty one
+            // gives way at once.
+            while !pending.is_empty() {
+                match consumer.poll(Duration::ZERO) {
+                    Some(Ok(m)) => {
+                        let dest = sources[&((*topic).to_owned(), m.partition())];
+                        apply(dest, m.key().unwrap_or_default(), m.payload()).map_err(|source| {
+                            RuntimeError::Restore {
+                                topic: (*topic).to_owned(),
+                                partition: m.partition(),
+                                source,
+                            }
+                        })?;
+                        applied += 1;
+                        stats.restored.inc();
+                        Failpoint::pause_if(cfg.failpoint, FailpointAt::DuringRestore, stats.restored.get());
+                    }
+                    // At the last stable offset: everything committed so far is applied.
+                    Some(Err(KafkaError::PartitionEOF(p))) => {
+                        pending.remove(&p);
+                    }
+                    Some(Err(e)) => return Err(RuntimeError::Kafka { context: "restoring", source: e }),
+                    None => break,
                 }
-                // At the last stable offset: everything committed so far is applied.
-                Some(Err(KafkaError::PartitionEOF(p))) => {
-                    pending.remove(&p);
-                }
-                Some(Err(e)) => return Err(RuntimeError::Kafka { context: "restoring", source: e }),
-                None => {
-                    return Err(RuntimeError::Kafka {
-                        context: "restoring: no progress in 30 s",
-                        source: KafkaError::Global(rdkafka::types::RDKafkaErrorCode::OperationTimedOut),
-                    });
-                }
+                idle = false;
             }
+        }
+        reading.retain(|(_, _, pending)| !pending.is_empty());
+        if !idle {
+            progress = Instant::now();
+        } else if progress.elapsed() >= Duration::from_secs(30) {
+            return Err(RuntimeError::Kafka {
+                context: "restoring: no progress in 30 s",
+                source: KafkaError::Global(rdkafka::types::RDKafkaErrorCode::OperationTimedOut),
+            });
+        } else {
+            // Nothing fetched anywhere: the consumers' fetches are under way.
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
     Ok(applied)
