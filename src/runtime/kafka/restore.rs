@@ -53,7 +53,9 @@ pub(super) fn restore(
     for (topic, partition) in sources.keys() {
         by_topic.entry(topic).or_default().push(*partition);
     }
-    // Per changelog topic: its consumer and the partitions not read to their end yet.
+    let started = Instant::now();
+    // Every consumer first (each connects on its own threads meanwhile), then each learns
+    // its topic's leaders and is assigned.
     let mut reading: Vec<(&str, BaseConsumer<QuietEof>, BTreeSet<i32>)> = Vec::new();
     for (topic, partitions) in by_topic {
         // The restore consumer only assigns, reads to the end and goes: its group id is
@@ -68,16 +70,24 @@ pub(super) fn restore(
             .set("fetch.queue.backoff.ms", "0")
             .create_with_context(QuietEof)
             .map_err(kafka("creating the restore consumer"))?;
+        reading.push((topic, consumer, partitions.into_iter().collect()));
+    }
+    for (topic, consumer, partitions) in &reading {
         // Know the leaders before assigning, or librdkafka retries the offset lookup on a
         // 500 ms timer.
         consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).map_err(kafka("restore metadata"))?;
         let mut tpl = TopicPartitionList::new();
-        for &p in &partitions {
+        for &p in partitions {
             tpl.add_partition_offset(topic, p, Offset::Beginning).map_err(kafka("restore assignment"))?;
         }
         consumer.assign(&tpl).map_err(kafka("restore assignment"))?;
-        reading.push((topic, consumer, partitions.into_iter().collect()));
     }
+    let ready_ms = started.elapsed().as_millis() as u64;
+    // Consumers read to their end. Closing one blocks until its threads stop (about 100 ms
+    // each, one after another: most of a small stage's restore), so they are closed off
+    // the stream thread once the restore is done.
+    let mut finished = Vec::new();
+    let mut first_ms = None;
     let mut applied = 0;
     let mut progress = Instant::now();
     while !reading.is_empty() {
@@ -97,6 +107,7 @@ pub(super) fn restore(
                             }
                         })?;
                         applied += 1;
+                        first_ms.get_or_insert_with(|| started.elapsed().as_millis() as u64);
                         stats.restored.inc();
                         Failpoint::pause_if(cfg.failpoint, FailpointAt::DuringRestore, stats.restored.get());
                     }
@@ -110,7 +121,10 @@ pub(super) fn restore(
                 idle = false;
             }
         }
-        reading.retain(|(_, _, pending)| !pending.is_empty());
+        let (ended, going): (Vec<_>, Vec<_>) =
+            reading.into_iter().partition(|(_, _, pending)| pending.is_empty());
+        reading = going;
+        finished.extend(ended.into_iter().map(|(_, consumer, _)| consumer));
         if !idle {
             progress = Instant::now();
         } else if progress.elapsed() >= Duration::from_secs(30) {
@@ -123,5 +137,20 @@ pub(super) fn restore(
             std::thread::sleep(Duration::from_millis(2));
         }
     }
+    let ms = started.elapsed().as_millis() as u64;
+    tracing::debug!(stage = %cfg.processor, applied, ready_ms, ?first_ms, ms, "restore: consumers ready, first record, done");
+    close_elsewhere(finished);
     Ok(applied)
+}
+
+/// Drops the restore consumers on a thread of their own (librdkafka's close and destroy
+/// block); if that thread cannot be started, the failed spawn drops them here.
+fn close_elsewhere(consumers: Vec<BaseConsumer<QuietEof>>) {
+    if consumers.is_empty() {
+        return;
+    }
+    let closing = std::thread::Builder::new().name("restore-close".into()).spawn(move || drop(consumers));
+    if let Err(e) = closing {
+        tracing::debug!(error = %e, "closing the restore consumers on this thread");
+    }
 }
