@@ -25,7 +25,6 @@ use super::{
     flow::{Part, Paused},
     kafka,
     read::{Read, admit_waiting, again},
-    stage::StageRun,
     stats::RuntimeStats,
 };
 use crate::{codec::Codec, runtime::processor::Processor};
@@ -43,14 +42,12 @@ pub(super) struct GlobalReader {
 }
 
 impl GlobalReader {
-    /// A reader for the global inputs of `stages`; `None` when none has any.
-    pub(super) fn new(
-        cfg: &ThreadConfig,
-        stages: &[Box<dyn StageRun + '_>],
-    ) -> Result<Option<Self>, RuntimeError> {
+    /// A reader for the global inputs of the thread's stages (`globals`: per stage, its
+    /// global topics); `None` when none has any.
+    pub(super) fn new(cfg: &ThreadConfig, globals: &[&[String]]) -> Result<Option<Self>, RuntimeError> {
         let mut readers: HashMap<String, Vec<usize>> = HashMap::new();
-        for (s, stage) in stages.iter().enumerate() {
-            for topic in stage.globals() {
+        for (s, topics) in globals.iter().enumerate() {
+            for topic in *topics {
                 readers.entry(topic.clone()).or_default().push(s);
             }
         }
@@ -67,13 +64,18 @@ impl GlobalReader {
         Ok(Some(Self { consumer, paused: Paused::default(), readers }))
     }
 
-    /// Hands up to `max` fetched records to the stages that read their topic whole.
-    pub(super) fn take(&mut self, stages: &mut [Box<dyn StageRun + '_>], max: usize, stop: &AtomicBool) {
+    /// Hands up to `max` fetched records to the stages that read their topic whole
+    /// (`hand(stage, record)`; `None` from it stops: `stop` was set meanwhile).
+    pub(super) fn take(
+        &mut self,
+        max: usize,
+        mut hand: impl FnMut(usize, &BorrowedMessage<'_>) -> Option<()>,
+    ) {
         for _ in 0..max {
             match self.consumer.poll(Duration::ZERO) {
                 Some(Ok(m)) => {
                     for &s in self.readers.get(m.topic()).map(Vec::as_slice).unwrap_or_default() {
-                        if stages[s].take_global(&m, stop).is_none() {
+                        if hand(s, &m).is_none() {
                             return;
                         }
                     }
@@ -84,16 +86,18 @@ impl GlobalReader {
         }
     }
 
-    /// Points the reader at the earliest position any task of any stage still needs (after
-    /// the tasks changed: a rebalance, an abort). Nothing stays paused.
-    pub(super) fn reposition(&mut self, stages: &[Box<dyn StageRun + '_>]) -> Result<(), RuntimeError> {
+    /// Points the reader at the earliest position any task of any stage still needs
+    /// (`needed`: every stage's tasks' next offsets per global partition), after the tasks
+    /// changed (a rebalance, an abort). Nothing stays paused.
+    pub(super) fn reposition(
+        &mut self,
+        needed: impl IntoIterator<Item = (Part, i64)>,
+    ) -> Result<(), RuntimeError> {
         self.paused.release(&self.consumer);
         let mut from: BTreeMap<Part, i64> = BTreeMap::new();
-        for stage in stages {
-            for (part, next) in stage.global_from() {
-                let at = from.entry(part).or_insert(next);
-                *at = (*at).min(next);
-            }
+        for (part, next) in needed {
+            let at = from.entry(part).or_insert(next);
+            *at = (*at).min(next);
         }
         if from.is_empty() {
             return self.consumer.unassign().map_err(kafka("unassigning globals"));

@@ -57,7 +57,8 @@ pub fn run_thread(
         stage.track(shared);
     }
 
-    let mut globals = GlobalReader::new(cfg, &stages)?;
+    let global_topics: Vec<&[String]> = stages.iter().map(|s| s.globals()).collect();
+    let mut globals = GlobalReader::new(cfg, &global_topics)?;
     let session = TxSession::open(&cfg.bootstrap, &cfg.transactional_id, cfg.transaction_timeout_ms)?;
     let producer = session.producer();
     let rebalances = RebalanceLog::default();
@@ -105,7 +106,7 @@ pub fn run_thread(
             if apply_rebalances(&rebalances, &consumer, &mut stages, &mut paused, cfg.thread)?
                 && let Some(globals) = &mut globals
             {
-                globals.reposition(&stages)?;
+                globals.reposition(stages.iter().flat_map(|s| s.global_from()))?;
             }
             match polled {
                 Some(Ok(m)) => {
@@ -123,7 +124,7 @@ pub fn run_thread(
             // Only the tasks' own records fill a batch: counting global ones starved them
             // (a batch of 30 took 1 own record and 29 global).
             if let Some(globals) = &mut globals {
-                globals.take(&mut stages, cfg.max_batch_records, stop);
+                globals.take(cfg.max_batch_records, |s, m| stages[s].take_global(m, stop));
             }
         }
         // Pause what the tasks hold enough of, resume what they drained (or now wait for).
@@ -187,7 +188,7 @@ pub fn run_thread(
                     stage.recreate(cfg.thread, &committed)?;
                 }
                 if let Some(globals) = &mut globals {
-                    globals.reposition(&stages)?;
+                    globals.reposition(stages.iter().flat_map(|s| s.global_from()))?;
                 }
             }
         }
