@@ -145,17 +145,23 @@ fn dead_letters_record_null_values_too() {
     assert_eq!(reasons, ["null_value"]);
 }
 
-#[tokio::test]
-async fn global_inputs_reach_every_task_once_and_their_positions_are_changelogged() {
-    let codec = Codec::new(None).unwrap();
-    let (topic, _) = input(&codec, 3, 300, 5);
-    let w = writer(&codec, KeyedCount::FULL_NAME);
+/// A global input of 40 probe records over 4 keys (`g0`..`g3`), on 2 partitions.
+fn global_input(codec: &Codec) -> MemTopic {
+    let w = writer(codec, KeyedCount::FULL_NAME);
     let mut global = MemTopic::new("leases", 2);
     for i in 0..40 {
         let key = format!("g{}", i % 4);
         let rec = KeyedCount { key: key.clone(), count: 0, input_partition: 0, input_offset: 0 };
         global.produce(Some(key.as_bytes()), Some(w.encode(&rec).unwrap()), 1_500 + i, false);
     }
+    global
+}
+
+#[tokio::test]
+async fn global_inputs_reach_every_task_once_and_their_positions_are_changelogged() {
+    let codec = Codec::new(None).unwrap();
+    let (topic, _) = input(&codec, 3, 300, 5);
+    let global = global_input(&codec);
     let run =
         driver::run_with_globals("probe", &codec, &[&topic], &[&global], outputs(&codec, 3), Probe::for_task)
             .await
@@ -195,13 +201,7 @@ async fn each_global_record_is_decoded_once_for_every_task() {
     // and shared, not once per task (the co-partitioned input once per record, as ever).
     let codec = Codec::new(None).unwrap();
     let (topic, _) = input(&codec, 3, 90, 5);
-    let w = writer(&codec, KeyedCount::FULL_NAME);
-    let mut global = MemTopic::new("leases", 2);
-    for i in 0..40 {
-        let key = format!("g{}", i % 4);
-        let rec = KeyedCount { key: key.clone(), count: 0, input_partition: 0, input_offset: 0 };
-        global.produce(Some(key.as_bytes()), Some(w.encode(&rec).unwrap()), 1_500 + i, false);
-    }
+    let global = global_input(&codec);
     super::probe::DECODED.with(|d| d.borrow_mut().clear());
     let run =
         driver::run_with_globals("probe", &codec, &[&topic], &[&global], outputs(&codec, 3), Probe::for_task)
