@@ -1016,11 +1016,11 @@ fn main() {
     };
     let to_ready = restorer.started.elapsed().as_secs_f64();
     restorer.terminate();
-    // Every key's count, and each task's stream time (the runtime's own store).
-    assert_eq!(
-        restored as usize,
-        n + PARTITIONS as usize,
-        "a fresh instance restores every changelog record"
+    // Every key's count, and each task's stream time (the runtime's own store, written once
+    // per transaction: until the broker compacts it, a restore reads each of those records).
+    assert!(
+        restored as usize >= n + PARTITIONS as usize,
+        "a fresh instance restores every changelog record: {restored} restored, {n} counts and {PARTITIONS} stream times at least"
     );
     println!(
         "  fresh instance: restored {restored} records in {ms} ms = {:.0} records/s ({:.1} s from process start to restored)",
