@@ -291,12 +291,7 @@ where
         for (q, records) in topic.partitions.iter().enumerate() {
             let mut verdicts = Vec::with_capacity(records.len());
             for (offset, rec) in records.iter().enumerate() {
-                let admitted = admit::admit(codec, envelope(input, rec)).await;
-                if let Admitted::Retry(source) = admitted {
-                    let (partition, offset) = (q as i32, offset as i64);
-                    return Err(DriverError::Retriable { input, partition, offset, source });
-                }
-                verdicts.push(admitted);
+                verdicts.push(admit_judged(codec, (input, q as i32, offset as i64), rec).await?);
             }
             admitted_globals.push(verdicts);
         }
@@ -432,15 +427,24 @@ struct Feeding<'a, I> {
     inputs: usize,
 }
 
-/// A record of input `input` as admission reads it.
-fn envelope(input: usize, rec: &LogRecord) -> Envelope<'_> {
-    Envelope {
+/// Admits record `rec` at (input, partition, offset); a record that cannot be judged (the
+/// registry did not answer) stops the run.
+async fn admit_judged<I: crate::runtime::DecodeInput>(
+    codec: &Codec,
+    (input, partition, offset): (usize, i32, i64),
+    rec: &LogRecord,
+) -> Result<Admitted<I>, DriverError> {
+    let env = Envelope {
         input,
         key: rec.key.as_deref(),
         value: rec.value.as_deref(),
         timestamp_ms: Some(rec.timestamp_ms),
         time_header: rec.heartbeat || rec.beat,
         writer: Some(rec.writer),
+    };
+    match admit::admit::<I>(codec, env).await {
+        Admitted::Retry(source) => Err(DriverError::Retriable { input, partition, offset, source }),
+        admitted => Ok(admitted),
     }
 }
 
@@ -461,22 +465,14 @@ impl<I: crate::runtime::DecodeInput> Feeding<'_, I> {
             };
             let (input, topic, q) = self.lanes[*lane];
             let rec = &topic.partitions[q as usize][offset as usize];
-            let admitted = match lane.checked_sub(self.inputs) {
-                Some(gl) => self.globals[gl][offset as usize].again(),
-                None => None,
-            };
-            let admitted = match admitted {
+            // A global record's verdict was reached once for every task.
+            let admitted = match lane
+                .checked_sub(self.inputs)
+                .and_then(|gl| self.globals[gl][offset as usize].again())
+            {
                 Some(admitted) => admitted,
-                None => admit::admit::<I>(self.codec, envelope(input, rec)).await,
+                None => admit_judged(self.codec, (input, q, i64::from(offset)), rec).await?,
             };
-            if let Admitted::Retry(source) = admitted {
-                return Err(DriverError::Retriable {
-                    input,
-                    partition: q,
-                    offset: i64::from(offset),
-                    source,
-                });
-            }
             let mark = match &admitted {
                 Admitted::Retry(_) | Admitted::Reject { .. } => Mark::Void,
                 Admitted::Time => Mark::Forwarded,

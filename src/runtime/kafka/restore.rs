@@ -49,15 +49,20 @@ pub(super) fn restore(
     sources: &HashMap<(String, i32), (usize, usize)>,
     mut apply: impl FnMut((usize, usize), &[u8], Option<&[u8]>) -> Result<(), crate::runtime::store::StoreError>,
 ) -> Result<u64, RuntimeError> {
-    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-    for (topic, partition) in sources.keys() {
-        by_topic.entry(topic).or_default().push(*partition);
+    // Per changelog topic: each partition's destination (looked up per record without
+    // building a key).
+    let mut by_topic: BTreeMap<&str, HashMap<i32, (usize, usize)>> = BTreeMap::new();
+    for ((topic, partition), dest) in sources {
+        by_topic.entry(topic).or_default().insert(*partition, *dest);
     }
     let started = Instant::now();
     // Every consumer first (each connects on its own threads meanwhile), then each learns
     // its topic's leaders and is assigned.
-    let mut reading: Vec<(&str, BaseConsumer<QuietEof>, BTreeSet<i32>)> = Vec::new();
-    for (topic, partitions) in by_topic {
+    // Each topic's consumer, its partitions' destinations and the partitions not read to
+    // their end yet.
+    type Reading<'t> = (&'t str, BaseConsumer<QuietEof>, HashMap<i32, (usize, usize)>, BTreeSet<i32>);
+    let mut reading: Vec<Reading<'_>> = Vec::new();
+    for (topic, dests) in by_topic {
         // The restore consumer only assigns, reads to the end and goes: its group id is
         // never joined or committed to, but librdkafka wants one.
         let consumer: BaseConsumer<QuietEof> = client_config(cfg)
@@ -70,9 +75,10 @@ pub(super) fn restore(
             .set("fetch.queue.backoff.ms", "0")
             .create_with_context(QuietEof)
             .map_err(kafka("creating the restore consumer"))?;
-        reading.push((topic, consumer, partitions.into_iter().collect()));
+        let pending = dests.keys().copied().collect();
+        reading.push((topic, consumer, dests, pending));
     }
-    for (topic, consumer, partitions) in &reading {
+    for (topic, consumer, _, partitions) in &reading {
         // Know the leaders before assigning, or librdkafka retries the offset lookup on a
         // 500 ms timer.
         consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).map_err(kafka("restore metadata"))?;
@@ -83,22 +89,18 @@ pub(super) fn restore(
         consumer.assign(&tpl).map_err(kafka("restore assignment"))?;
     }
     let ready_ms = started.elapsed().as_millis() as u64;
-    // Consumers read to their end. Closing one blocks until its threads stop (about 100 ms
-    // each, one after another: most of a small stage's restore), so they are closed off
-    // the stream thread once the restore is done.
-    let mut finished = Vec::new();
     let mut first_ms = None;
     let mut applied = 0;
     let mut progress = Instant::now();
-    while !reading.is_empty() {
+    while reading.iter().any(|(_, _, _, pending)| !pending.is_empty()) {
         let mut idle = true;
-        for (topic, consumer, pending) in &mut reading {
+        for (topic, consumer, dests, pending) in &mut reading {
             // A consumer's queue is drained before the next one is looked at; an empty one
             // gives way at once.
             while !pending.is_empty() {
                 match consumer.poll(Duration::ZERO) {
                     Some(Ok(m)) => {
-                        let dest = sources[&((*topic).to_owned(), m.partition())];
+                        let dest = dests[&m.partition()];
                         apply(dest, m.key().unwrap_or_default(), m.payload()).map_err(|source| {
                             RuntimeError::Restore {
                                 topic: (*topic).to_owned(),
@@ -121,10 +123,6 @@ pub(super) fn restore(
                 idle = false;
             }
         }
-        let (ended, going): (Vec<_>, Vec<_>) =
-            reading.into_iter().partition(|(_, _, pending)| pending.is_empty());
-        reading = going;
-        finished.extend(ended.into_iter().map(|(_, consumer, _)| consumer));
         if !idle {
             progress = Instant::now();
         } else if progress.elapsed() >= Duration::from_secs(30) {
@@ -139,7 +137,9 @@ pub(super) fn restore(
     }
     let ms = started.elapsed().as_millis() as u64;
     tracing::debug!(stage = %cfg.processor, applied, ready_ms, ?first_ms, ms, "restore: consumers ready, first record, done");
-    close_elsewhere(finished);
+    // Closing a consumer blocks until its threads stop (about 100 ms each, one after
+    // another: most of a small stage's restore), so they close off the stream thread.
+    close_elsewhere(reading.into_iter().map(|(_, consumer, _, _)| consumer).collect());
     Ok(applied)
 }
 
