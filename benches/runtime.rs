@@ -16,7 +16,8 @@
 //! (docs/TRACING.md, "Overhead").
 //!
 //! `cargo bench --bench runtime [-- N]` (default N = 200 000 records;
-//! `KUBEFACTS_BENCH_BIN=<path>` runs another build of `kubefacts`, e.g. to try a change). Under
+//! `KUBEFACTS_BENCH_BIN=<path>` runs another build of `kubefacts`, e.g. to try a change;
+//! `KUBEFACTS_BENCH_RUST_LOG` sets the instances' `RUST_LOG`). Under
 //! `cargo test --all-targets` it runs a quick version (N = 2 000) that checks the machinery
 //! and the counts. Both need the broker: `scripts/infra/up.sh && source .cache/run/env`.
 
@@ -205,7 +206,7 @@ fn tracing_overhead(env: &Env, rt: &tokio::runtime::Runtime, input: &str, n: usi
         for export in [false, true] {
             EXPORT.store(export, Ordering::Relaxed);
             let before = received.load(Ordering::Relaxed);
-            let r = measured_run(env, rt, input, n, KEYS, Settings::DEFAULT);
+            let r = measured_run(env, rt, input, n, KEYS, Settings::default());
             let sent = received.load(Ordering::Relaxed) - before;
             println!(
                 "  round {round}, export {:<3}  {:>9.0} records/s  runtime cpu {:.2} cores  OTLP bytes received {sent}",
@@ -244,7 +245,12 @@ impl Instance {
             .args(["--application-id", app, "--instance-id", instance, "--bootstrap", &env.bootstrap])
             .args(["--max-batch-records", &settings.max_batch_records.to_string()])
             .args(["--commit-interval-ms", &settings.commit_interval_ms.to_string()])
-            .env("RUST_LOG", "kubefacts=info")
+            // `KUBEFACTS_BENCH_RUST_LOG` (e.g. `kubefacts=info,kubefacts::runtime::kafka=debug`)
+            // puts each transaction's phases in the instance logs.
+            .env(
+                "RUST_LOG",
+                std::env::var("KUBEFACTS_BENCH_RUST_LOG").unwrap_or_else(|_| "kubefacts=info".into()),
+            )
             .envs(
                 OTLP_SINK
                     .get()
@@ -315,7 +321,14 @@ struct Settings {
 }
 
 impl Settings {
-    const DEFAULT: Settings = Settings { max_batch_records: 2_000, commit_interval_ms: 100 };
+    /// What `kubefacts process` runs with when nothing is configured.
+    fn default() -> Settings {
+        let defaults = kubefacts::config::ProcessConfig::default();
+        Settings {
+            max_batch_records: defaults.max_batch_records,
+            commit_interval_ms: defaults.commit_interval_ms,
+        }
+    }
 }
 
 impl std::fmt::Display for Settings {
@@ -753,7 +766,7 @@ fn latency_run(env: &Env, rt: &tokio::runtime::Runtime, rate: f64, secs: f64) ->
     let input = env.create_topic(rt, "bench-lat-in", &[]);
     let output = env.create_topic(rt, "bench-lat-out", &[]);
     let app = unique("bench-lat");
-    let mut inst = Instance::start(env, &app, "a", &input, &output, Settings::DEFAULT);
+    let mut inst = Instance::start(env, &app, "a", &input, &output, Settings::default());
     let deadline = Instant::now() + Duration::from_secs(60);
     while inst.restores().is_none() {
         inst.check_running();
@@ -926,13 +939,13 @@ fn main() {
     println!(
         "  (pre-producing the backlog with rdkafka, idempotent, linger 20 ms, one partition after the other: {produced:.0} records/s)"
     );
-    let main_run = measured_run(&env, &rt, &input, n, KEYS, Settings::DEFAULT);
+    let main_run = measured_run(&env, &rt, &input, n, KEYS, Settings::default());
     print_run("default settings", &main_run, n, Some(perf.steady));
     let mut sweep = Vec::new();
     if benching {
         for settings in [
             Settings { max_batch_records: 1_000, commit_interval_ms: 100 },
-            Settings { max_batch_records: 10_000, commit_interval_ms: 100 },
+            Settings { max_batch_records: 2_000, commit_interval_ms: 100 },
             Settings { max_batch_records: 10_000, commit_interval_ms: 1_000 },
         ] {
             let r = measured_run(&env, &rt, &input, n, KEYS, settings);
@@ -991,7 +1004,7 @@ fn main() {
     let distinct_input = env.create_topic(&rt, "bench-distinct-in", &[]);
     produce_log(&env, &distinct_input, &distinct);
     println!("\n4. restore: changelog from a run over {n} records with {n} distinct keys");
-    let (mut r, first) = run_backlog(&env, &rt, &distinct_input, n, n, Settings::DEFAULT);
+    let (mut r, first) = run_backlog(&env, &rt, &distinct_input, n, n, Settings::default());
     r.commits = parse_commits(&first.terminate());
     print_run("the run that wrote it", &r, n, Some(perf.steady));
     let cl = changelog_size(&env, &r.app);
@@ -1004,7 +1017,7 @@ fn main() {
             .map_or(String::new(), |d| format!(", {d:.1} B per record in the broker's log files"))
     );
     let mut restorer =
-        Instance::start(&env, &r.app, "restorer", &distinct_input, &r.output, Settings::DEFAULT);
+        Instance::start(&env, &r.app, "restorer", &distinct_input, &r.output, Settings::default());
     let deadline = Instant::now() + Duration::from_secs(120);
     let (restored, ms) = loop {
         restorer.check_running();
