@@ -58,6 +58,40 @@ impl Pressure {
     }
 }
 
+/// What each partition has given one fill, against its share: twice an even split of
+/// the batch over the thread's partitions, at least `buffered_records_per_partition`.
+#[derive(Debug)]
+pub(super) struct FillShares {
+    share: usize,
+    given: Vec<(Part, usize)>, // a few dozen partitions at most: a scan beats hashing
+}
+
+impl FillShares {
+    pub(super) fn new(
+        buffered_records_per_partition: usize,
+        max_batch_records: usize,
+        assigned: usize,
+    ) -> Self {
+        let even = max_batch_records.div_ceil(assigned.max(1));
+        Self { share: buffered_records_per_partition.max(2 * even), given: Vec::new() }
+    }
+
+    /// Counts one record of `(topic, partition)`; the partition when it has just given its
+    /// share (the caller pauses it for the rest of the fill).
+    pub(super) fn note(&mut self, topic: &str, partition: i32) -> Option<Part> {
+        let at = match self.given.iter().position(|((t, p), _)| *p == partition && t == topic) {
+            Some(at) => at,
+            None => {
+                self.given.push(((topic.to_owned(), partition), 0));
+                self.given.len() - 1
+            }
+        };
+        let (part, n) = &mut self.given[at];
+        *n += 1;
+        (*n == self.share).then(|| part.clone())
+    }
+}
+
 /// The partitions this runtime paused on one consumer.
 #[derive(Debug, Default)]
 pub(super) struct Paused(BTreeSet<Part>);
@@ -82,6 +116,20 @@ impl Paused {
             tracing::debug!(partitions = ?resume, "resumed");
         }
         self.0 = want;
+        Ok(())
+    }
+
+    /// Pauses one more partition (it gave a fill its share); the next [`Paused::set`]
+    /// resumes it unless its task still holds enough of it.
+    pub(super) fn add<C: ConsumerContext>(
+        &mut self,
+        consumer: &BaseConsumer<C>,
+        part: Part,
+    ) -> Result<(), KafkaError> {
+        if !self.0.contains(&part) {
+            consumer.pause(&list(std::iter::once(&part)))?;
+            self.0.insert(part);
+        }
         Ok(())
     }
 
@@ -114,6 +162,23 @@ mod tests {
 
     fn part(topics: &'static [&'static str]) -> impl Fn(usize) -> Option<Part> {
         move |lane| topics.get(lane).map(|t| ((*t).to_owned(), 0))
+    }
+
+    #[test]
+    fn a_partition_sits_out_a_fill_once_it_gave_twice_its_share() {
+        // 10 000 records over 4 partitions: 2 500 each is even, 5 000 is the share.
+        let mut fill = FillShares::new(1_000, 10_000, 4);
+        for _ in 0..4_999 {
+            assert_eq!(fill.note("pods", 0), None);
+            assert_eq!(fill.note("jobs", 0), None);
+        }
+        assert_eq!(fill.note("pods", 0), Some(("pods".to_owned(), 0)));
+        assert_eq!(fill.note("pods", 0), None, "told once");
+        assert_eq!(fill.note("jobs", 1), None, "counted per partition");
+        // Many partitions: never below the buffer limit.
+        let mut wide = FillShares::new(1_000, 10_000, 40);
+        assert!((0..999).all(|_| wide.note("pods", 0).is_none()));
+        assert!(wide.note("pods", 0).is_some());
     }
 
     #[test]

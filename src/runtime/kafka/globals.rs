@@ -65,25 +65,29 @@ impl GlobalReader {
     }
 
     /// Hands up to `max` fetched records to the stages that read their topic whole
-    /// (`hand(stage, record)`; `None` from it stops: `stop` was set meanwhile).
+    /// (`hand(stage, record)`; `None` from it stops: `stop` was set meanwhile); returns how
+    /// many it handed.
     pub(super) fn take(
         &mut self,
         max: usize,
         mut hand: impl FnMut(usize, &BorrowedMessage<'_>) -> Option<()>,
-    ) {
-        for _ in 0..max {
+    ) -> usize {
+        let mut taken = 0;
+        while taken < max {
             match self.consumer.poll(Duration::ZERO) {
                 Some(Ok(m)) => {
+                    taken += 1;
                     for &s in self.readers.get(m.topic()).map(Vec::as_slice).unwrap_or_default() {
                         if hand(s, &m).is_none() {
-                            return;
+                            return taken;
                         }
                     }
                 }
                 Some(Err(e)) => tracing::warn!(error = %e, "global consumer error"),
-                None => return,
+                None => return taken,
             }
         }
+        taken
     }
 
     /// Points the reader at the earliest position any task of any stage still needs

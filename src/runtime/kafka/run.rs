@@ -1,6 +1,7 @@
 //! A stream thread: one consumer in the application's group subscribed to the inputs of
 //! every stage, one reader of every stage's global inputs, one transactional producer, and
-//! the tasks of every stage the group assigns it. Each iteration fills a batch, applies rebalances, processes what every task's gate
+//! the tasks of every stage the group assigns it. Each iteration paces the partitions,
+//! fills a batch (fairly; rebalances apply here), processes what every task's gate
 //! releases in one transaction, and commits or aborts it.
 
 use std::{
@@ -18,7 +19,7 @@ use super::{
     RuntimeError,
     assign::{RebalanceEvent, RebalanceLog, rewind},
     config::ThreadConfig,
-    flow::{Paused, Pressure},
+    flow::{FillShares, Paused, Pressure},
     globals::GlobalReader,
     group_consumer_config, kafka,
     stage::{KafkaStage, Offsets, Positions},
@@ -96,9 +97,30 @@ pub fn run_thread(
                 }
             }
         }
-        // 1. Fill a batch; no transaction is open, so rebalances happen only here.
+        // 1. Pause what the tasks still hold enough of after the last transaction, resume
+        // what they drained (or now wait for). Paced here, not between filling and
+        // processing: a pause drops what librdkafka prefetched of the partition, and a batch
+        // that is about to be processed is no reason to (the probe lost a fetch round trip,
+        // ~20 ms, in every transaction that way).
+        let mut pressure = Pressure::default();
+        let mut global_wants = Vec::new();
+        for stage in &mut stages {
+            global_wants.extend(stage.pace(cfg.buffered_records_per_partition, &mut pressure));
+        }
+        if let Some(globals) = &mut globals {
+            globals.pace(global_wants)?;
+        }
+        paused.set(&consumer, pressure.to_pause()).map_err(kafka("pausing partitions"))?;
+        // 2. Fill a batch; no transaction is open, so rebalances happen only here.
         let started = Instant::now();
-        let mut taken = 0;
+        let (mut taken, mut global_budget) = (0, cfg.max_batch_records);
+        // A fair fill: a partition that gave this fill twice its even share is paused for
+        // the rest of it. Otherwise one fetched chunk of one partition could fill whole
+        // batches, its task run far ahead of the others, and a downstream merge buffer the
+        // difference (the default pipeline's peak memory). Twice, because a pause drops
+        // what librdkafka prefetched of the partition: an even backlog never pays for it.
+        let assigned = consumer.assignment().map_or(1, |a| a.count());
+        let mut shares = FillShares::new(cfg.buffered_records_per_partition, cfg.max_batch_records, assigned);
         'fill: while taken < cfg.max_batch_records
             && started.elapsed() < Duration::from_millis(cfg.commit_interval_ms)
         {
@@ -110,11 +132,18 @@ pub fn run_thread(
             }
             match polled {
                 Some(Ok(m)) => {
+                    let mut own = 0;
                     for &s in readers.get(m.topic()).copied().unwrap_or_default() {
                         match stages[s].accept(&m, stop) {
-                            Some(true) => taken += 1,
+                            Some(true) => own += 1,
                             Some(false) => {}
                             None => break 'fill,
+                        }
+                    }
+                    if own > 0 {
+                        taken += own;
+                        if let Some(part) = shares.note(m.topic(), m.partition()) {
+                            paused.add(&consumer, part).map_err(kafka("pausing partitions"))?;
                         }
                     }
                 }
@@ -122,21 +151,13 @@ pub fn run_thread(
                 None => {}
             }
             // Only the tasks' own records fill a batch: counting global ones starved them
-            // (a batch of 30 took 1 own record and 29 global).
+            // (a batch of 30 took 1 own record and 29 global). Global records have a budget
+            // of their own per fill, so one fill buffers at most `max_batch_records` of
+            // each kind (unbounded, a fill took whatever the reader had fetched).
             if let Some(globals) = &mut globals {
-                globals.take(cfg.max_batch_records, |s, m| stages[s].take_global(m, stop));
+                global_budget -= globals.take(global_budget, |s, m| stages[s].take_global(m, stop));
             }
         }
-        // Pause what the tasks hold enough of, resume what they drained (or now wait for).
-        let mut pressure = Pressure::default();
-        let mut global_wants = Vec::new();
-        for stage in &mut stages {
-            global_wants.extend(stage.pace(cfg.buffered_records_per_partition, &mut pressure));
-        }
-        if let Some(globals) = &mut globals {
-            globals.pace(global_wants)?;
-        }
-        paused.set(&consumer, pressure.to_pause()).map_err(kafka("pausing partitions"))?;
         // Nothing to release (empty, or every task waits for a lane to pass its head) and no
         // offset to move: no transaction.
         let positions = positions(&consumer);
@@ -148,7 +169,7 @@ pub fn run_thread(
             continue;
         }
 
-        // 2. One transaction for everything the thread's tasks can process now.
+        // 3. One transaction for everything the thread's tasks can process now.
         let filled = started.elapsed();
         session.begin()?;
         let mut offsets = Offsets::new();
