@@ -19,7 +19,7 @@ use std::{
 use kubefacts::{
     cleanup::{CleanupConfig, CleanupDecision},
     codec::{Codec, Framing, RecordWriter},
-    journal::{JobRun, Journal, JournalConfig, Runs, RunsConfig, wiring::RunsInput},
+    journal::{JobRun, Journal, JournalConfig, Runs, RunsConfig, glance::PodGlance, wiring::RunsInput},
     observe::model::{
         ConditionStatus, ContainerObservation, ContainerTermination, Job, JobCondition, JobObservation,
         JobSpec, JobStatus, ObjectMeta, ObservationEvent, OwnerReference, Pod, PodObservation, PodPhase,
@@ -237,12 +237,12 @@ fn simulate(jobs: u64, days: i64, cluster: Cluster) -> Outcome {
             Event::Finished(n) => {
                 job_obs(ObservationEvent::Applied, Some(job(n, at - duration(n), Some(at))))
             }
-            Event::PodDone(n) => RunsInput::Pod(Box::new(PodObservation {
+            Event::PodDone(n) => RunsInput::Pod(Box::new(PodGlance::of(&PodObservation {
                 source: source.clone(),
                 observed_at: at,
                 event: ObservationEvent::Applied,
                 pod: Some(pod(n, at - 200)),
-            })),
+            }))),
             Event::Deleted(n) => {
                 let finished = at - CLEANER_DELAY_MS - 3_600_000;
                 job_obs(ObservationEvent::Deleted, Some(job(n, finished - duration(n), Some(finished))))

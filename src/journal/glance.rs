@@ -1,16 +1,29 @@
-//! What `[runs]`'s global input reads of a Job observation of any partition: the dependency
-//! holds need only the Job's identity, its annotations and whether it finished. Every task
-//! reads every partition of the jobs topic, so each Job record is read once per task as
-//! its own partition's Job *and* as this view: reading the view straight from the payload,
-//! skipping the rest, keeps the second read cheap and what the global lanes buffer small
-//! (the profile showed the second full decode, and dropping it, as a quarter of `[runs]`).
+//! Views: what `[runs]` reads of an observation, straight from the payload, skipping the
+//! rest (a skipped string is checked in place, borrowed, never copied).
+//!
+//! * [`JobGlance`], of a Job observation of any partition (the global input): the
+//!   dependency holds need only the Job's identity, its annotations and whether it
+//!   finished. Every task reads every partition of the jobs topic, so each Job record is read
+//!   once per task as its own partition's Job *and* as this view: reading the view keeps the
+//!   second read cheap and what the global lanes buffer small (the profile showed the second
+//!   full decode, and dropping it, as a quarter of `[runs]`).
+//! * [`PodGlance`], of a Pod observation: the run needs only which Job controls the Pod and
+//!   its containers' terminations. A full decode copied every label, annotation, name and
+//!   resource request into owned strings and maps, for the one in a few Pod observations
+//!   that brings a new termination.
 
 use std::collections::BTreeMap;
 
 use super::finish::terminal;
 use crate::{
     codec::direct::{Reader, Unreadable},
-    observe::model::{ConditionStatus, JobObservation, ObservationEvent, Source},
+    observe::{
+        Kind,
+        model::{
+            ConditionStatus, ContainerTermination, JobObservation, ObservationEvent, PodObservation,
+            PodPhase, Source,
+        },
+    },
 };
 
 /// A Job observation as the global input sees it.
@@ -110,6 +123,169 @@ impl JobGlance {
     }
 }
 
+/// A Pod observation as `[runs]` reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodGlance {
+    /// Who published it.
+    pub source: Source,
+    /// What it reports.
+    pub event: ObservationEvent,
+    /// The Pod, for APPLIED and DELETED.
+    pub pod: Option<GlancedPod>,
+}
+
+/// What a run takes of a Pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlancedPod {
+    /// The UID of the Job that controls the Pod; `None` for any other Pod (bare, a
+    /// session's, another controller's), whose terminations are then not read.
+    pub job_uid: Option<String>,
+    /// The terminations of a Job's Pod: of every container, then every init container, in
+    /// spec order, the last terminated state and then the current one.
+    pub terminations: Vec<Termination>,
+}
+
+/// One terminated state of a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Termination {
+    /// Its identity: the container id, else `<pod uid>/<container>/<finishedAt>/<exit code>`
+    /// (what distinguishes it within the Pod).
+    pub id: String,
+    /// The container's name.
+    pub container: String,
+    /// `exitCode`.
+    pub exit_code: i32,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+
+impl Termination {
+    fn of(
+        pod_uid: &str,
+        container: &str,
+        exit_code: i32,
+        reason: Option<String>,
+        finished_at: Option<i64>,
+        container_id: Option<&str>,
+    ) -> Self {
+        let id = match container_id {
+            Some(id) if !id.is_empty() => id.to_owned(),
+            _ => format!(
+                "{pod_uid}/{container}/{}/{exit_code}",
+                finished_at.map_or_else(|| "?".into(), |f| f.to_string()),
+            ),
+        };
+        Self { id, container: container.to_owned(), exit_code, reason }
+    }
+}
+
+impl PodGlance {
+    /// The view of a decoded observation (the slow path, and what debug builds compare the
+    /// direct read with).
+    pub fn of(obs: &PodObservation) -> Self {
+        Self {
+            source: obs.source.clone(),
+            event: obs.event,
+            pod: obs.pod.as_ref().map(|pod| {
+                let job_uid = pod.controller.as_ref().filter(|c| c.kind == Kind::Job).map(|c| c.uid.clone());
+                let mut terminations = Vec::new();
+                if job_uid.is_some() {
+                    for c in pod.containers.iter().chain(&pod.init_containers) {
+                        for t in [&c.last_state, &c.state].into_iter().flatten() {
+                            let ContainerTermination {
+                                exit_code,
+                                ref reason,
+                                finished_at,
+                                ref container_id,
+                                ..
+                            } = *t;
+                            terminations.push(Termination::of(
+                                &pod.meta.uid,
+                                &c.name,
+                                exit_code,
+                                reason.clone(),
+                                finished_at,
+                                container_id.as_deref(),
+                            ));
+                        }
+                    }
+                }
+                GlancedPod { job_uid, terminations }
+            }),
+        }
+    }
+
+    /// Reads the view from a `PodObservation` datum of the current schema
+    /// (`schemas/pod-observation.avsc`), in field order, with the same checks as reading it
+    /// whole, so it refuses exactly the datums the full direct read refuses.
+    pub fn read(r: &mut Reader<'_>) -> Result<Self, Unreadable> {
+        use crate::codec::direct::Datum;
+        let source = Source::read(r)?;
+        r.long()?; // observed_at
+        let event = ObservationEvent::read(r)?;
+        let pod = r.optional(|r| {
+            // ObjectMeta
+            r.str()?; // namespace
+            r.str()?; // name
+            let uid = r.str()?;
+            r.optional(Reader::str)?; // resource_version
+            r.optional(Reader::long)?; // creation_timestamp
+            r.optional(Reader::long)?; // deletion_timestamp
+            skip_string_map(r)?; // labels
+            skip_string_map(r)?; // annotations
+            // controller: OwnerReference
+            let job_uid = r.optional(|r| {
+                let kind = r.str()?;
+                r.str()?; // name
+                let uid = r.str()?;
+                Ok((kind == Kind::Job).then(|| uid.to_owned()))
+            })?;
+            let job_uid = job_uid.flatten();
+            PodPhase::read(r)?;
+            let mut terminations = Vec::new();
+            let mut container = |r: &mut Reader<'_>| -> Result<(), Unreadable> {
+                let name = r.str()?;
+                r.optional(Reader::str)?; // requests_cpu
+                r.optional(Reader::str)?; // requests_memory
+                r.int()?; // restart_count
+                // state, then last_state; a run lists the last state first.
+                let mut states = [None, None];
+                for state in &mut states {
+                    *state = r.optional(|r| {
+                        let exit_code = r.int()?;
+                        let reason = r.optional(Reader::str)?;
+                        r.optional(Reader::int)?; // exit_signal
+                        r.optional(Reader::long)?; // started_at
+                        let finished_at = r.optional(Reader::long)?;
+                        let container_id = r.optional(Reader::str)?;
+                        Ok((exit_code, reason, finished_at, container_id))
+                    })?;
+                }
+                if job_uid.is_some() {
+                    let [state, last_state] = states;
+                    for (exit_code, reason, finished_at, container_id) in
+                        [last_state, state].into_iter().flatten()
+                    {
+                        terminations.push(Termination::of(
+                            uid,
+                            name,
+                            exit_code,
+                            reason.map(str::to_owned),
+                            finished_at,
+                            container_id,
+                        ));
+                    }
+                }
+                Ok(())
+            };
+            r.each(&mut container)?; // containers
+            r.each(&mut container)?; // init_containers
+            Ok(GlancedPod { job_uid, terminations })
+        })?;
+        Ok(Self { source, event, pod })
+    }
+}
+
 fn skip_string_map(r: &mut Reader<'_>) -> Result<(), Unreadable> {
     r.each(|r| {
         r.str()?;
@@ -122,7 +298,7 @@ mod tests {
     use super::*;
     use crate::{
         codec::direct::Datum,
-        observe::model::{Job, JobCondition, ObjectMeta, OwnerReference},
+        observe::model::{ContainerObservation, Job, JobCondition, ObjectMeta, OwnerReference, Pod},
     };
 
     fn observation(conditions: Vec<JobCondition>, uncounted_failed: i32) -> JobObservation {
@@ -216,5 +392,121 @@ mod tests {
         bytes[at] = 0xff;
         assert_eq!(JobObservation::read(&mut Reader::new(&bytes)), Err(Unreadable));
         assert_eq!(JobGlance::read(&mut Reader::new(&bytes)), Err(Unreadable));
+    }
+    fn termination(
+        exit_code: i32,
+        finished_at: Option<i64>,
+        container_id: Option<&str>,
+    ) -> ContainerTermination {
+        ContainerTermination {
+            exit_code,
+            reason: Some("Error".into()),
+            exit_signal: None,
+            started_at: Some(1),
+            finished_at,
+            container_id: container_id.map(Into::into),
+        }
+    }
+
+    fn container(
+        name: &str,
+        state: Option<ContainerTermination>,
+        last_state: Option<ContainerTermination>,
+    ) -> ContainerObservation {
+        ContainerObservation {
+            name: name.into(),
+            requests_cpu: Some("250m".into()),
+            requests_memory: Some("64Mi".into()),
+            restart_count: 1,
+            state,
+            last_state,
+        }
+    }
+
+    fn pod_observation(controller_kind: &str) -> PodObservation {
+        PodObservation {
+            source: Source { cluster: "c".into(), instance: "w-0".into(), epoch: 3 },
+            observed_at: 5_000,
+            event: ObservationEvent::Applied,
+            pod: Some(Pod {
+                meta: ObjectMeta {
+                    namespace: "batch".into(),
+                    name: "nightly-1-abcde".into(),
+                    uid: "p-1".into(),
+                    resource_version: Some("8".into()),
+                    creation_timestamp: Some(1_000),
+                    deletion_timestamp: None,
+                    labels: [("job-name".into(), "nightly-1".into())].into(),
+                    annotations: [("note".into(), "x".into())].into(),
+                },
+                controller: Some(OwnerReference {
+                    kind: controller_kind.into(),
+                    name: "nightly-1".into(),
+                    uid: "u-1".into(),
+                }),
+                phase: PodPhase::Failed,
+                containers: vec![
+                    container(
+                        "main",
+                        Some(termination(1, Some(70), Some("containerd://b"))),
+                        Some(termination(2, Some(40), Some("containerd://a"))),
+                    ),
+                    container("side", None, None),
+                ],
+                init_containers: vec![container("init", Some(termination(0, Some(20), Some(""))), None)],
+            }),
+        }
+    }
+
+    fn pod_glance_bytes(obs: &PodObservation) -> Result<PodGlance, Unreadable> {
+        let mut bytes = Vec::new();
+        obs.write(&mut bytes);
+        let mut r = Reader::new(&bytes);
+        let glance = PodGlance::read(&mut r)?;
+        assert!(r.is_empty(), "the view read the whole datum");
+        Ok(glance)
+    }
+
+    #[test]
+    fn a_job_pods_view_lists_its_terminations_last_state_first() {
+        let obs = pod_observation("Job");
+        let glance = pod_glance_bytes(&obs).unwrap();
+        assert_eq!(glance, PodGlance::of(&obs));
+        let pod = glance.pod.unwrap();
+        assert_eq!(pod.job_uid.as_deref(), Some("u-1"));
+        let seen: Vec<(&str, &str, i32)> =
+            pod.terminations.iter().map(|t| (t.id.as_str(), t.container.as_str(), t.exit_code)).collect();
+        // An empty container id is no identity: the Pod's UID, container, finish and code are.
+        assert_eq!(
+            seen,
+            [("containerd://a", "main", 2), ("containerd://b", "main", 1), ("p-1/init/20/0", "init", 0)]
+        );
+        assert_eq!(pod.terminations[0].reason.as_deref(), Some("Error"));
+    }
+
+    #[test]
+    fn another_controllers_pod_has_no_run_to_count_for() {
+        for obs in [
+            pod_observation("ReplicaSet"),
+            PodObservation { pod: None, event: ObservationEvent::Heartbeat, ..pod_observation("Job") },
+        ] {
+            let glance = pod_glance_bytes(&obs).unwrap();
+            assert_eq!(glance, PodGlance::of(&obs), "{obs:?}");
+            if let Some(pod) = glance.pod {
+                assert_eq!((pod.job_uid, pod.terminations.len()), (None, 0));
+            }
+        }
+    }
+
+    #[test]
+    fn a_skipped_pod_field_refuses_what_reading_it_refuses() {
+        let obs = pod_observation("Job");
+        let mut bytes = Vec::new();
+        obs.write(&mut bytes);
+        // The Pod's name (skipped by the view) made invalid UTF-8, its length unchanged.
+        let at = bytes.windows(9).position(|w| w == b"nightly-1").unwrap();
+        bytes[at] = 0xff;
+        assert_eq!(PodObservation::read(&mut Reader::new(&bytes)), Err(Unreadable));
+        assert_eq!(PodGlance::read(&mut Reader::new(&bytes)), Err(Unreadable));
     }
 }

@@ -28,7 +28,7 @@
 use super::config::RunsConfig;
 use super::finish::owner_of;
 pub use super::finish::{ExitKey, finish, finished, run_of};
-use super::glance::JobGlance;
+use super::glance::{JobGlance, PodGlance, Termination};
 use super::model::JobRun;
 use super::state::{Dependent, Ended, Sweeps, TrackedJob};
 use super::window::JournalInputKey;
@@ -38,10 +38,7 @@ use crate::{
         CleanupDecision, JobRef,
         policy::{self, Keep, PendingDependents, Verdict},
     },
-    observe::{
-        JobObservation, Kind, ObservationEvent, PodObservation,
-        model::{ContainerTermination, Job, Pod},
-    },
+    observe::{JobObservation, ObservationEvent, model::Job},
     runtime::{
         EpochTable, KvStore, OutputPort, Outputs, ProcessError, Processor, Reason, RecordMeta, StateStore,
         StreamTime,
@@ -219,14 +216,11 @@ impl Runs {
         newly_finished
     }
 
-    fn on_pod(&mut self, obs: PodObservation, context: Option<&String>, out: &mut Outputs) {
+    fn on_pod(&mut self, obs: PodGlance, context: Option<&String>, out: &mut Outputs) {
         let Some(pod) = obs.pod else { return };
         out.count(RunsEvent::PodObservations, 1);
         // Only a Job's Pods belong to a run; bare and session Pods are other processors'.
-        let Some(job_uid) = pod.controller.as_ref().filter(|c| c.kind == Kind::Job).map(|c| c.uid.clone())
-        else {
-            return;
-        };
+        let Some(job_uid) = pod.job_uid else { return };
         if self.ended.get(&job_uid).is_some() {
             return; // its run is written and the Job evicted (Pods deleted with it, say)
         }
@@ -235,11 +229,11 @@ impl Runs {
         if tracked.is_some_and(|t| t.filed) {
             return; // the fact is written; a late termination cannot change it
         }
-        let fresh = terminations(&pod).any(|(id, _, _)| tracked.is_none_or(|t| !t.seen.contains(&id)));
+        let fresh = pod.terminations.iter().any(|t| tracked.is_none_or(|tr| !tr.seen.contains(&t.id)));
         if !fresh {
             return;
         }
-        let new = count_terminations(&pod, self.jobs.entry_mut(job_uid.clone()));
+        let new = count_terminations(pod.terminations, self.jobs.entry_mut(job_uid.clone()));
         out.count(RunsEvent::TerminationsCounted, new);
         if new > 0 {
             self.keep_context(&job_uid, context);
@@ -494,40 +488,16 @@ impl Processor for Runs {
     }
 }
 
-/// The Pod's terminations — the current and the last terminated state of every container
-/// and init container — with their identities and container names.
-fn terminations(pod: &Pod) -> impl Iterator<Item = (String, &str, &ContainerTermination)> {
-    pod.containers.iter().chain(&pod.init_containers).flat_map(move |c| {
-        [&c.last_state, &c.state]
-            .into_iter()
-            .flatten()
-            .map(move |t| (termination_id(pod, &c.name, t), c.name.as_str(), t))
-    })
-}
-
 /// Counts the Pod's terminations not counted yet; returns how many were new.
-fn count_terminations(pod: &Pod, tracked: &mut TrackedJob) -> u64 {
+fn count_terminations(terminations: Vec<Termination>, tracked: &mut TrackedJob) -> u64 {
     let mut new = 0;
-    for (id, container, t) in terminations(pod) {
-        if tracked.seen.insert(id) {
-            *tracked.exits.entry((container.to_owned(), t.exit_code, t.reason.clone())).or_default() += 1;
+    for t in terminations {
+        if tracked.seen.insert(t.id) {
+            *tracked.exits.entry((t.container, t.exit_code, t.reason)).or_default() += 1;
             new += 1;
         }
     }
     new
-}
-
-/// A termination's identity: its container id, else what distinguishes it within the Pod.
-fn termination_id(pod: &Pod, container: &str, t: &ContainerTermination) -> String {
-    match &t.container_id {
-        Some(id) if !id.is_empty() => id.clone(),
-        _ => format!(
-            "{}/{container}/{}/{}",
-            pod.meta.uid,
-            t.finished_at.map_or_else(|| "?".into(), |f| f.to_string()),
-            t.exit_code
-        ),
-    }
 }
 
 /// What the dependency holds read of a Job observation, borrowed from whichever form the

@@ -1,7 +1,7 @@
 //! The inputs and output ports of `[runs]` and `[journal]`, named: each enum's order is the
 //! order the processor declares (`OUTPUTS`) or its stage lists its topics.
 
-use super::glance::JobGlance;
+use super::glance::{JobGlance, PodGlance};
 use crate::{
     codec::{Codec, CodecError},
     observe::{JobObservation, PodObservation, shape},
@@ -132,8 +132,9 @@ impl Event for JournalEvent {
 pub enum RunsInput {
     /// A Job observation (or a marker or heartbeat of the jobs topic) of this partition.
     Job(Box<JobObservation>),
-    /// A Pod observation (or a marker or heartbeat of the pods topic).
-    Pod(Box<PodObservation>),
+    /// A Pod observation (or a marker or heartbeat of the pods topic), as much of it as a
+    /// run reads.
+    Pod(Box<PodGlance>),
     /// A Job observation of any partition (the global input), as much of it as the
     /// dependency holds read. Shared: one read record reaches every task of the thread that
     /// reads it.
@@ -144,7 +145,9 @@ impl DecodeInput for RunsInput {
     async fn decode(input: usize, codec: &Codec, bytes: &[u8]) -> Result<Self, CodecError> {
         Ok(match RunsIn::of(input) {
             Some(RunsIn::Jobs) => RunsInput::Job(Box::new(codec.decode_direct(bytes).await?)),
-            Some(RunsIn::Pods) => RunsInput::Pod(Box::new(codec.decode_direct(bytes).await?)),
+            Some(RunsIn::Pods) => RunsInput::Pod(Box::new(
+                codec.decode_view::<PodObservation, _>(bytes, PodGlance::read, PodGlance::of).await?,
+            )),
             Some(RunsIn::AllJobs) => RunsInput::AnyJob(std::sync::Arc::new(
                 codec.decode_view::<JobObservation, _>(bytes, JobGlance::read, JobGlance::of).await?,
             )),
@@ -159,7 +162,9 @@ impl DecodeInput for RunsInput {
                 let uid = o.job.as_ref().map(|j| j.uid.as_str());
                 shape::job_shape_of(o.event, &o.source, uid).check(key, time_header)
             }
-            RunsInput::Pod(o) => shape::pod_shape(o).check(key, time_header),
+            RunsInput::Pod(o) => {
+                shape::pod_shape_of(o.event, &o.source, o.pod.is_some()).check(key, time_header)
+            }
         }
     }
 

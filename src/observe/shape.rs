@@ -128,14 +128,12 @@ pub fn job_shape_of<'a>(
 /// The shape of a `pods.v1` record: keyed by its routing key, which depends on the
 /// publisher's session label, so only its presence is checked.
 pub fn pod_shape(o: &PodObservation) -> ObservationShape<'_> {
-    ObservationShape {
-        kind: "Pod",
-        event: o.event,
-        source: &o.source,
-        has_object: o.pod.is_some(),
-        expected_key: None,
-        markers: true,
-    }
+    pod_shape_of(o.event, &o.source, o.pod.is_some())
+}
+
+/// [`pod_shape`] of a view of the observation: its event, its source, whether it has its Pod.
+pub fn pod_shape_of(event: ObservationEvent, source: &Source, has_pod: bool) -> ObservationShape<'_> {
+    ObservationShape { kind: "Pod", event, source, has_object: has_pod, expected_key: None, markers: true }
 }
 
 /// The shape of a `cronjobs.v1` record: keyed by the CronJob's UID.
