@@ -337,13 +337,21 @@ mod tests {
         JobCondition { type_: type_.into(), status, reason: Some("r".into()), last_transition_time: Some(9) }
     }
 
-    fn glance_bytes(obs: &JobObservation) -> Result<JobGlance, Unreadable> {
+    /// The view `read` takes of `obs` written out, checking it read the whole datum.
+    fn view_of<T: Datum, V>(
+        obs: &T,
+        read: impl FnOnce(&mut Reader<'_>) -> Result<V, Unreadable>,
+    ) -> Result<V, Unreadable> {
         let mut bytes = Vec::new();
         obs.write(&mut bytes);
         let mut r = Reader::new(&bytes);
-        let glance = JobGlance::read(&mut r)?;
+        let view = read(&mut r)?;
         assert!(r.is_empty(), "the view read the whole datum");
-        Ok(glance)
+        Ok(view)
+    }
+
+    fn glance_bytes(obs: &JobObservation) -> Result<JobGlance, Unreadable> {
+        view_of(obs, JobGlance::read)
     }
 
     #[test]
@@ -459,12 +467,7 @@ mod tests {
     }
 
     fn pod_glance_bytes(obs: &PodObservation) -> Result<PodGlance, Unreadable> {
-        let mut bytes = Vec::new();
-        obs.write(&mut bytes);
-        let mut r = Reader::new(&bytes);
-        let glance = PodGlance::read(&mut r)?;
-        assert!(r.is_empty(), "the view read the whole datum");
-        Ok(glance)
+        view_of(obs, PodGlance::read)
     }
 
     #[test]
