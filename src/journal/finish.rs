@@ -26,9 +26,10 @@ pub(super) fn terminal(type_: &str, status: ConditionStatus) -> bool {
     status == ConditionStatus::True && matches!(type_, "Complete" | "Failed")
 }
 
-/// The run of a finished Job (`None` while it has not finished).
-pub fn run_of(job: &Job, exits: &BTreeMap<ExitKey, i64>) -> Option<JobRun> {
-    let (result, finished_at, failure_reason) = finish(job)?;
+/// The run of a finished Job (`None` while it has not finished); `first_seen_finished` as
+/// for [`finish`].
+pub fn run_of(job: &Job, exits: &BTreeMap<ExitKey, i64>, first_seen_finished: Option<i64>) -> Option<JobRun> {
+    let (result, finished_at, failure_reason) = finish(job, first_seen_finished)?;
     Some(JobRun {
         namespace: job.meta.namespace.clone(),
         owner: owner_of(job),
@@ -56,10 +57,16 @@ pub fn run_of(job: &Job, exits: &BTreeMap<ExitKey, i64>) -> Option<JobRun> {
 }
 
 /// A finished Job's result, finish time and failure reason (`None` while it has not
-/// finished). The finish time is `completionTime` on success, the `Failed` condition's
-/// transition time on failure; a finished Job without either is malformed, and its creation
-/// time stands in rather than the epoch (without one, there is no run).
-pub fn finish(job: &Job) -> Option<(RunResult, i64, Option<String>)> {
+/// finished). The finish time is the best evidence there is (docs/JOURNAL.md), in order:
+/// 1. the Job's own word: `completionTime` (else the `Complete` condition's transition
+///    time) on success, the `Failed` condition's transition time on failure;
+/// 2. `first_seen_finished`: when the Job was first observed finished (the stream time
+///    `[runs]` keeps as `TrackedJob::finished_seen_at`);
+/// 3. its creation time;
+///
+/// and never earlier than its `startTime`: a run does not end before it began. A finished
+/// Job with none of the three has no run (`[runs]` always has the second).
+pub fn finish(job: &Job, first_seen_finished: Option<i64>) -> Option<(RunResult, i64, Option<String>)> {
     if !finished(job) {
         return None;
     }
@@ -72,7 +79,8 @@ pub fn finish(job: &Job) -> Option<(RunResult, i64, Option<String>)> {
         }
         (None, None) => return None,
     };
-    Some((result, finished_at.or(job.meta.creation_timestamp)?, failure_reason))
+    let at = finished_at.or(first_seen_finished).or(job.meta.creation_timestamp)?;
+    Some((result, job.status.start_time.map_or(at, |start| at.max(start)), failure_reason))
 }
 
 /// The run's owner: the scheduling CronJob, or the Job itself.

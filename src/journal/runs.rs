@@ -210,7 +210,7 @@ impl Runs {
             }
         }
         if tracked.filed {
-            super::tracked::trim_filed(&mut job);
+            super::tracked::trim_filed(&mut job, tracked.finished_seen_at);
         }
         tracked.job = Some(job);
         newly_finished
@@ -252,7 +252,8 @@ impl Runs {
         if tracked.filed {
             return Ok(());
         }
-        let Some(run) = tracked.job.as_ref().and_then(|job| run_of(job, &tracked.exits)) else {
+        let seen = tracked.finished_seen_at;
+        let Some(run) = tracked.job.as_ref().and_then(|job| run_of(job, &tracked.exits, seen)) else {
             return Ok(());
         };
         out.count(RunsEvent::RunsFiled, 1);
@@ -267,7 +268,7 @@ impl Runs {
         tracked.exits.clear();
         tracked.seen.clear();
         if let Some(job) = &mut tracked.job {
-            super::tracked::trim_filed(job);
+            super::tracked::trim_filed(job, seen);
         }
         Ok(())
     }
@@ -375,7 +376,7 @@ impl Runs {
         let (mut suspended, mut deleting, mut held) = (0, 0, 0);
         for (uid, tracked) in self.jobs.iter() {
             let Some(job) = &tracked.job else { continue };
-            let Some((_, finished_at, _)) = finish(job) else { continue };
+            let Some((_, finished_at, _)) = finish(job, tracked.finished_seen_at) else { continue };
             match policy::judge(cfg, job, finished_at, now, &pending) {
                 Verdict::Decide(r) => due.push((finished_at + r.secs * 1000, uid.clone(), r, finished_at)),
                 Verdict::NotYet => {}
@@ -405,7 +406,7 @@ impl Runs {
                     uid: uid.clone(),
                 },
                 owner: Some(owner_of(job)),
-                result: finish(job).map(|(result, _, _)| result),
+                result: finish(job, tracked.finished_seen_at).map(|(result, _, _)| result),
                 finished_at,
                 retention_secs: retention.secs,
                 retention_source: retention.source,

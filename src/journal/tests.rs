@@ -245,6 +245,29 @@ async fn a_backoff_limit_exceeded_run_is_failed_with_the_kubernetes_reason() {
 }
 
 #[tokio::test]
+async fn a_failure_without_its_time_finishes_when_first_seen_finished_never_before_its_start() {
+    // A Failed condition without lastTransitionTime: the creation time (before the start)
+    // used to stand in. The first observation that showed it finished is the evidence.
+    let timeless = |start: i64| {
+        json!({"startTime": rfc(start), "failed": 1, "conditions": [
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "x"}]})
+    };
+    let runs = runs_of(vec![
+        (T0, "ADDED", job(4, None, json!({}), json!({"active": 1, "startTime": rfc(T0)}))),
+        (T0 + 41_000, "MODIFIED", job(4, None, json!({}), timeless(T0))),
+        (T0 + 45_000, "MODIFIED", job(4, None, json!({}), timeless(T0))),
+        // Seen finished at T0 + 42 s, yet its start says T0 + 50 s (a skewed clock): the run
+        // ends no earlier than it began.
+        (T0 + 42_000, "ADDED", job(5, None, json!({}), timeless(T0 + 50_000))),
+        heartbeat_after(T0 + 60_000),
+    ])
+    .await;
+    let by_uid = |n: u32| runs.iter().find(|r| r.run_uid == uid(n)).unwrap_or_else(|| panic!("{runs:?}"));
+    assert_eq!((by_uid(4).result, by_uid(4).finished_at), (RunResult::Failed, T0 + 41_000));
+    assert_eq!((by_uid(5).started_at, by_uid(5).finished_at), (Some(T0 + 50_000), T0 + 50_000));
+}
+
+#[tokio::test]
 async fn a_job_that_failed_before_starting_has_no_started_at() {
     let failed = json!({"conditions": [condition("Failed", "DeadlineExceeded", T0 + 5_000)]});
     let runs = runs_of(vec![

@@ -15,12 +15,14 @@ use crate::observe::model::{ConditionStatus, Job, JobSpec, JobStatus, ObjectMeta
 /// Clears what nothing reads once `job`'s run is filed. What the sweep and the decision
 /// read stays: namespace, name, UID, deletion time, owner, TTL, suspension, completion time
 /// and the True `Complete`/`Failed` conditions (the reason only on `Failed`), so
-/// [`super::finish::finish`] gives the same result, finish time and reason as before; the
-/// creation time stays only where it stands in for a missing finish time. A Job that is not
-/// finished (which a filed Job cannot become again) keeps its conditions.
-pub fn trim_filed(job: &mut Job) {
-    let finish = super::finish::finish(job);
+/// [`super::finish::finish`] gives the same result, finish time and reason as before
+/// (`first_seen_finished` as there); the creation and start times stay only where the finish
+/// time depends on them. A Job that is not finished (which a filed Job cannot become again)
+/// keeps its conditions.
+pub fn trim_filed(job: &mut Job, first_seen_finished: Option<i64>) {
+    let finish = super::finish::finish(job, first_seen_finished);
     let creation = job.meta.creation_timestamp.take();
+    let start = job.status.start_time;
     let meta = &mut job.meta;
     meta.resource_version = None;
     meta.labels.clear();
@@ -46,8 +48,9 @@ pub fn trim_filed(job: &mut Job) {
         conditions: std::mem::take(&mut status.conditions),
         ..JobStatus::default()
     };
-    if super::finish::finish(job) != finish {
+    if super::finish::finish(job, first_seen_finished) != finish {
         job.meta.creation_timestamp = creation;
+        job.status.start_time = start;
     }
 }
 
@@ -289,9 +292,9 @@ mod tests {
     fn a_trimmed_job_finishes_the_same() {
         let full = job("0042a8db-b648-4bec-ad91-a4c502ed3893", "3ac268e4-b9ca-48e1-8fe6-483940439fa0");
         let mut trimmed = full.clone();
-        trim_filed(&mut trimmed);
-        assert_eq!(finish(&trimmed), finish(&full));
-        assert!(finish(&full).is_some());
+        trim_filed(&mut trimmed, None);
+        assert_eq!(finish(&trimmed, None), finish(&full, None));
+        assert!(finish(&full, None).is_some());
         assert_eq!(trimmed.meta.namespace, full.meta.namespace);
         assert_eq!(trimmed.meta.name, full.meta.name);
         assert_eq!(trimmed.meta.uid, full.meta.uid);
@@ -306,9 +309,24 @@ mod tests {
         let mut timeless = full.clone();
         timeless.status.conditions.iter_mut().for_each(|c| c.last_transition_time = None);
         let mut kept = timeless.clone();
-        trim_filed(&mut kept);
-        assert_eq!(finish(&kept), finish(&timeless));
+        trim_filed(&mut kept, None);
+        assert_eq!(finish(&kept, None), finish(&timeless, None));
         assert_eq!(kept.meta.creation_timestamp, full.meta.creation_timestamp);
+        // When the Job was first seen finished is better evidence than its creation, which
+        // then goes.
+        let seen = Some(1_700_000_090_000);
+        let mut kept = timeless.clone();
+        trim_filed(&mut kept, seen);
+        assert_eq!(finish(&kept, seen), finish(&timeless, seen));
+        assert_eq!(finish(&kept, seen).unwrap().1, 1_700_000_090_000);
+        assert_eq!(kept.meta.creation_timestamp, None);
+        // A finish time before the start is the start, and the start time then stays.
+        let mut early = full.clone();
+        early.status.start_time = Some(1_800_000_000_000);
+        let mut kept = early.clone();
+        trim_filed(&mut kept, None);
+        assert_eq!(finish(&kept, None).unwrap().1, 1_800_000_000_000);
+        assert_eq!(kept.status.start_time, early.status.start_time);
         // A success keeps `Complete` without its reason (a run's reason is its failure's).
         let mut success = full.clone();
         success.status.conditions = vec![JobCondition {
@@ -319,14 +337,14 @@ mod tests {
         }];
         success.status.completion_time = Some(1_700_000_060_000);
         let mut kept = success.clone();
-        trim_filed(&mut kept);
-        assert_eq!(finish(&kept), finish(&success));
+        trim_filed(&mut kept, None);
+        assert_eq!(finish(&kept, None), finish(&success, None));
         assert_eq!(kept.status.conditions[0].reason, None);
         // Not finished: the conditions are all kept.
         let mut pending = full.clone();
         pending.status.conditions.retain(|c| c.type_ == "FailureTarget");
         let mut kept = pending.clone();
-        trim_filed(&mut kept);
+        trim_filed(&mut kept, None);
         assert_eq!(kept.status.conditions, pending.status.conditions);
     }
 }
