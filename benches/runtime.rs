@@ -320,7 +320,7 @@ struct Settings {
     commit_interval_ms: u64,
 }
 
-impl Settings {
+impl Default for Settings {
     /// What `kubefacts process` runs with when nothing is configured.
     fn default() -> Settings {
         let defaults = kubefacts::config::ProcessConfig::default();

@@ -80,10 +80,7 @@ impl JobGlance {
             let namespace = r.string()?;
             r.str()?; // name
             let uid = r.string()?;
-            r.optional(Reader::str)?; // resource_version
-            r.optional(Reader::long)?; // creation_timestamp
-            r.optional(Reader::long)?; // deletion_timestamp
-            skip_string_map(r)?; // labels
+            skip_meta_between_uid_and_annotations(r)?;
             let annotations = r.string_map()?;
             // owner_cronjob: OwnerReference
             r.optional(|r| {
@@ -228,10 +225,7 @@ impl PodGlance {
             r.str()?; // namespace
             r.str()?; // name
             let uid = r.str()?;
-            r.optional(Reader::str)?; // resource_version
-            r.optional(Reader::long)?; // creation_timestamp
-            r.optional(Reader::long)?; // deletion_timestamp
-            skip_string_map(r)?; // labels
+            skip_meta_between_uid_and_annotations(r)?;
             skip_string_map(r)?; // annotations
             // controller: OwnerReference
             let job_uid = r.optional(|r| {
@@ -286,6 +280,15 @@ impl PodGlance {
     }
 }
 
+/// Skips an `ObjectMeta`'s `resource_version`, `creation_timestamp`,
+/// `deletion_timestamp` and `labels`, which neither view keeps.
+fn skip_meta_between_uid_and_annotations(r: &mut Reader<'_>) -> Result<(), Unreadable> {
+    r.optional(Reader::str)?;
+    r.optional(Reader::long)?;
+    r.optional(Reader::long)?;
+    skip_string_map(r)
+}
+
 fn skip_string_map(r: &mut Reader<'_>) -> Result<(), Unreadable> {
     r.each(|r| {
         r.str()?;
@@ -301,18 +304,27 @@ mod tests {
         observe::model::{ContainerObservation, Job, JobCondition, ObjectMeta, OwnerReference, Pod},
     };
 
+    fn source() -> Source {
+        Source { cluster: "c".into(), instance: "w-0".into(), epoch: 3 }
+    }
+
+    /// Metadata in namespace `batch` with one label and one annotation.
+    fn meta(name: &str, uid: &str, label: (&str, &str), annotation: (&str, &str)) -> ObjectMeta {
+        ObjectMeta {
+            namespace: "batch".into(),
+            name: name.into(),
+            uid: uid.into(),
+            resource_version: Some("7".into()),
+            creation_timestamp: Some(1_000),
+            deletion_timestamp: None,
+            labels: [(label.0.into(), label.1.into())].into(),
+            annotations: [(annotation.0.into(), annotation.1.into())].into(),
+        }
+    }
+
     fn observation(conditions: Vec<JobCondition>, uncounted_failed: i32) -> JobObservation {
         let mut job = Job {
-            meta: ObjectMeta {
-                namespace: "batch".into(),
-                name: "nightly-1".into(),
-                uid: "u-1".into(),
-                resource_version: Some("7".into()),
-                creation_timestamp: Some(1_000),
-                deletion_timestamp: None,
-                labels: [("app".into(), "nightly".into())].into(),
-                annotations: [("kubefacts.io/depends-on".into(), "a, b".into())].into(),
-            },
+            meta: meta("nightly-1", "u-1", ("app", "nightly"), ("kubefacts.io/depends-on", "a, b")),
             owner_cronjob: Some(OwnerReference {
                 kind: "CronJob".into(),
                 name: "nightly".into(),
@@ -326,7 +338,7 @@ mod tests {
         job.status.conditions = conditions;
         job.status.uncounted_failed = uncounted_failed;
         JobObservation {
-            source: Source { cluster: "c".into(), instance: "w-0".into(), epoch: 3 },
+            source: source(),
             observed_at: 5_000,
             event: ObservationEvent::Applied,
             job: Some(job),
@@ -390,17 +402,23 @@ mod tests {
         assert_eq!(RunsInput::decode(all, &codec, &bytes).await.unwrap().view_as(all), None);
     }
 
-    #[test]
-    fn a_skipped_field_refuses_what_reading_it_refuses() {
-        let obs = observation(vec![], 0);
+    /// `obs` written out, with its name (which both views skip) made invalid UTF-8, its
+    /// length unchanged.
+    fn name_broken(obs: &impl Datum) -> Vec<u8> {
         let mut bytes = Vec::new();
         obs.write(&mut bytes);
-        // The Job's name (skipped by the view) made invalid UTF-8, its length unchanged.
         let at = bytes.windows(9).position(|w| w == b"nightly-1").unwrap();
         bytes[at] = 0xff;
+        bytes
+    }
+
+    #[test]
+    fn a_skipped_field_refuses_what_reading_it_refuses() {
+        let bytes = name_broken(&observation(vec![], 0));
         assert_eq!(JobObservation::read(&mut Reader::new(&bytes)), Err(Unreadable));
         assert_eq!(JobGlance::read(&mut Reader::new(&bytes)), Err(Unreadable));
     }
+
     fn termination(
         exit_code: i32,
         finished_at: Option<i64>,
@@ -433,20 +451,11 @@ mod tests {
 
     fn pod_observation(controller_kind: &str) -> PodObservation {
         PodObservation {
-            source: Source { cluster: "c".into(), instance: "w-0".into(), epoch: 3 },
+            source: source(),
             observed_at: 5_000,
             event: ObservationEvent::Applied,
             pod: Some(Pod {
-                meta: ObjectMeta {
-                    namespace: "batch".into(),
-                    name: "nightly-1-abcde".into(),
-                    uid: "p-1".into(),
-                    resource_version: Some("8".into()),
-                    creation_timestamp: Some(1_000),
-                    deletion_timestamp: None,
-                    labels: [("job-name".into(), "nightly-1".into())].into(),
-                    annotations: [("note".into(), "x".into())].into(),
-                },
+                meta: meta("nightly-1-abcde", "p-1", ("job-name", "nightly-1"), ("note", "x")),
                 controller: Some(OwnerReference {
                     kind: controller_kind.into(),
                     name: "nightly-1".into(),
@@ -503,12 +512,7 @@ mod tests {
 
     #[test]
     fn a_skipped_pod_field_refuses_what_reading_it_refuses() {
-        let obs = pod_observation("Job");
-        let mut bytes = Vec::new();
-        obs.write(&mut bytes);
-        // The Pod's name (skipped by the view) made invalid UTF-8, its length unchanged.
-        let at = bytes.windows(9).position(|w| w == b"nightly-1").unwrap();
-        bytes[at] = 0xff;
+        let bytes = name_broken(&pod_observation("Job"));
         assert_eq!(PodObservation::read(&mut Reader::new(&bytes)), Err(Unreadable));
         assert_eq!(PodGlance::read(&mut Reader::new(&bytes)), Err(Unreadable));
     }

@@ -56,10 +56,9 @@ pub(super) fn restore(
         by_topic.entry(topic).or_default().insert(*partition, *dest);
     }
     let started = Instant::now();
-    // Every consumer first (each connects on its own threads meanwhile), then each learns
-    // its topic's leaders and is assigned.
-    // Each topic's consumer, its partitions' destinations and the partitions not read to
-    // their end yet.
+    // Per topic: its consumer, its partitions' destinations and the partitions not read to
+    // their end yet. Every consumer is created first (each connects on its own threads
+    // meanwhile), then each learns its topic's leaders and is assigned.
     type Reading<'t> = (&'t str, BaseConsumer<QuietEof>, HashMap<i32, (usize, usize)>, BTreeSet<i32>);
     let mut reading: Vec<Reading<'_>> = Vec::new();
     for (topic, dests) in by_topic {
