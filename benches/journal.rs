@@ -16,7 +16,7 @@ use std::time::Instant;
 use kubefacts::{
     cleanup::CleanupDecision,
     codec::{Codec, Framing, RecordWriter},
-    journal::{JobRun, JobRunWindow, JobRunWindowKey, Journal, JournalConfig, Runs, RunsConfig},
+    journal::{JobRun, JobRunWindowPart, JobRunWindowPartKey, Journal, JournalConfig, Runs, RunsConfig},
     observe::{InputTopic, MinimizeConfig, Observer, memory::MemInputs, model::Source},
     runtime::driver::{self, MemTopic, OutputTopics},
 };
@@ -66,9 +66,9 @@ fn main() {
         forward: kubefacts::runtime::OutputPort::forwarding(&kubefacts::journal::Runs::OUTPUTS),
     };
     let journal_outputs = || OutputTopics {
-        writers: vec![writer(&codec, JobRunWindow::FULL_NAME)],
+        writers: vec![writer(&codec, JobRunWindowPart::FULL_NAME)],
         topics: vec![MemTopic::new("job-runs", PARTITIONS)],
-        key_writers: vec![Some(writer(&codec, JobRunWindowKey::FULL_NAME))],
+        key_writers: vec![Some(writer(&codec, JobRunWindowPartKey::FULL_NAME))],
         forward: Vec::new(),
     };
     // Warm up once, then time the best of three (one core: the driver runs tasks in turn), in
@@ -108,7 +108,7 @@ fn main() {
     let emissions = journal.outputs[0].len();
     assert!(emissions > 0 && journal.dead_letters.is_empty());
     println!(
-        "   [journal] alone, one core                      {:>10.0} runs/s           ({emissions} window emissions, {best_journal:.3} s CPU)",
+        "   [journal] alone, one core                      {:>10.0} runs/s           ({emissions} summaries and pages, {best_journal:.3} s CPU)",
         runs as f64 / best_journal
     );
     println!(

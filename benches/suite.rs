@@ -668,6 +668,8 @@ impl Instance {
             .args(["--bootstrap", &env.bootstrap, "--prefix", prefix, "--application-id", app])
             .arg("--schemas")
             .arg(repo_path("schemas"))
+            .arg("--window-schemas")
+            .arg(repo_path("benches/anchors/kafka-streams/schemas"))
             .args(["--commit-interval-ms", &config.process.commit_interval_ms.to_string()])
             .args(["--threads", &cores.to_string()])
             .args(["--window-ms", &config.journal.window_length_ms.to_string()]);

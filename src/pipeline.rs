@@ -128,11 +128,11 @@ pub static STAGES: [Stage; 7] = [
         stores: &["jobs", "due", "ended", "dependents", "sweeps", "job-contexts"],
         build: &Make(|settings, _| Runs::new(runs_config(settings), Journal::input_key(&settings.journal))),
     },
-    // [journal]: runs re-keyed by window -> windows of runs on job-runs.v1
+    // [journal]: runs re-keyed by window -> windows of runs on job-runs.v2 (summaries and pages)
     Stage {
         name: "journal",
         outputs: &Journal::OUTPUTS,
-        stores: &["windows", "runs", "run-contexts"],
+        stores: &["windows-v2", "filed-runs", "pending-runs", "run-contexts"],
         build: &Make(|settings, _| Journal::new(settings.journal)),
     },
     // [coverage]: runs + CronJobs (co-partitioned by owner UID), Leases as a global table -> state changes on coverage-alerts.v1

@@ -12,7 +12,7 @@ use kubefacts::{
         CleanupDecision,
         outcome::{CleanupOutcome, CleanupOutcomeKind},
     },
-    journal::{ContainerExitCount, JobRun, JobRunWindow, OwnerKind, RunResult},
+    journal::{ContainerExitCount, JobRun, JobRunWindowPart, OwnerKind, RunResult, WindowReader},
 };
 use support::k8s::{FinishedJob, Pipeline, cluster, cronjob, finished_jobs, job, wait_for};
 
@@ -135,17 +135,21 @@ async fn cronjob_runs_are_journaled_as_the_job_controller_recorded_them() {
         assert_matches(fact, job, job.owner.as_deref().unwrap());
     }
 
-    // The windowed journal (job-runs.v1): the latest revision of every window holds exactly
-    // the runs filed, each as its fact says (CronJobs keep firing: compare in a quiet moment).
+    // The windowed journal (job-runs.v2): every window rebuilt from its latest summary and
+    // its pages holds exactly the runs filed, each as its fact says (CronJobs keep firing:
+    // compare in a quiet moment).
     wait_for(&p, 90, "the journal's windows holding every filed run", async || {
-        let mut latest: BTreeMap<i64, JobRunWindow> = BTreeMap::new();
-        for w in p.decoded::<JobRunWindow>("job-runs.v1").await {
-            if latest.get(&w.window_start).is_none_or(|l| l.revision < w.revision) {
-                latest.insert(w.window_start, w);
-            }
+        let mut reader = WindowReader::new();
+        for part in p.decoded::<JobRunWindowPart>("job-runs.v2").await {
+            reader.add(part);
         }
-        let windows = by_uid(latest.into_values().flat_map(|w| w.runs).collect());
-        (windows == by_uid(p.runs().await)).then_some(())
+        let windows: Option<Vec<JobRun>> = reader
+            .windows()
+            .into_iter()
+            .map(|w| w.ok().map(|w| w.runs))
+            .collect::<Option<Vec<_>>>()
+            .map(|w| w.concat());
+        (by_uid(windows?) == by_uid(p.runs().await)).then_some(())
     })
     .await;
 }

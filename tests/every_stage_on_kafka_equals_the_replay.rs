@@ -6,8 +6,8 @@
 //! stream threads each (issue 24: each thread hosts tasks of every stage), one SIGKILLed
 //! three times while it holds an open transaction. Every output is read back
 //! (read_committed) and compared, key by key and record by record, with `kubefacts replay
-//! --finish` of the same trace: every revision of every `job-runs` window (so its latest, the
-//! sequence of its `is_final` flags and every run it was final without), every coverage
+//! --finish` of the same trace: every revision of every `job-runs` window's summary (so its
+//! latest, the sequence of its `is_final` flags and counts) and every page of its runs, every coverage
 //! alert, session projection, retained-compute total and cleanup decision, and the run facts.
 //!
 //! Before the watermark across tasks (docs/RUNTIME.md), `[journal]` took the highest
@@ -40,10 +40,12 @@ const SEED: &str = "20";
 /// first final one (runs filed late).
 fn finality(windows: &ByKey) -> (usize, usize, usize) {
     let (mut finalized, mut revised_while_final) = (0, 0);
-    for revisions in windows.values() {
-        let mut final_runs: Option<usize> = None;
-        for w in revisions {
-            let runs = w["runs"].as_array().map_or(0, Vec::len);
+    // A window's summaries (part 0) are its revisions; pages have no summary.
+    let summaries = || windows.values().filter(|r| r.iter().all(|w| w["summary"].is_object()));
+    for revisions in summaries() {
+        let mut final_runs: Option<i64> = None;
+        for w in revisions.iter().map(|w| &w["summary"]) {
+            let runs = w["runs"].as_i64().unwrap_or(0);
             if w["is_final"] == Value::Bool(true) {
                 match final_runs {
                     None => finalized += 1,
@@ -54,7 +56,7 @@ fn finality(windows: &ByKey) -> (usize, usize, usize) {
             }
         }
     }
-    (windows.len(), finalized, revised_while_final)
+    (summaries().count(), finalized, revised_while_final)
 }
 
 #[test]
@@ -181,7 +183,7 @@ fn every_stage_on_kafka_equals_the_replay_through_sigkills() {
         &replay_dir,
         &prefix,
         |name, want| {
-            if name == "job-runs.v1" {
+            if name == "job-runs.v2" {
                 let (windows, finalized, late) = finality(want);
                 assert!(finalized >= 3, "{finalized} of {windows} windows went final in the replay");
                 println!(

@@ -4,7 +4,7 @@
 //! with the exact settings docs/WAREHOUSE.md gives — on the real broker and registry.
 //!
 //! A simulated small fleet goes through `publish --finish` and `process` (every stage) with
-//! the registry, so values and the Avro key of `job-runs.v1` are Confluent-framed. Then:
+//! the registry, so values and the Avro key of `job-runs.v2` are Confluent-framed. Then:
 //! * Connect (tests/connect/run-connect.sh, a test sink that writes each converted record
 //!   as JSON) converts every record of every output topic, keys included, tombstones as null
 //!   values, forwarded heartbeats dropped by the `Filter` + `HasHeaderKey` transform — the same
@@ -32,7 +32,7 @@ use support::{
 
 const OUTPUTS: [&str; 6] = [
     "job-run-facts.v1",
-    "job-runs.v1",
+    "job-runs.v2",
     "cleanup-decisions.v1",
     "coverage-alerts.v1",
     "session-projections.v1",
@@ -237,9 +237,63 @@ fn kafka_connect_and_python_read_every_output_record_keys_included() {
         let mine: Records =
             want.iter().filter(|((topic, ..), _)| topic == t).map(|(k, v)| (k.clone(), v.clone())).collect();
         failures.extend(differences("python", &mine, &from_lines(&String::from_utf8_lossy(&out.stdout))));
+        if t.ends_with("job-runs.v2") {
+            failures.extend(python_rebuilds_the_windows(&infra.python, &codec, bootstrap, t, &out.stdout));
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     println!("Connect and Python read every output record after {:?}", started.elapsed());
+}
+
+/// docs/examples/rebuild_windows.py, fed what read_facts.py read of `topic`, rebuilds the
+/// windows our own reader rebuilds from the same records: the same runs, revision and
+/// finality per window (differences, if any).
+fn python_rebuilds_the_windows(
+    python: &Path,
+    codec: &Codec,
+    bootstrap: &str,
+    topic: &str,
+    read: &[u8],
+) -> Vec<String> {
+    use kubefacts::journal::{JobRunWindowPart, WindowReader};
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut reader = WindowReader::new();
+    for r in read_records(bootstrap, topic) {
+        if let Some(v) = r.value.as_deref() {
+            reader.add(rt.block_on(codec.decode_as::<JobRunWindowPart>(v)).unwrap());
+        }
+    }
+    let ours: Vec<Value> = reader
+        .windows()
+        .into_iter()
+        .map(|w| {
+            let w = w.expect("every page of a committed revision is on Kafka");
+            let uids: Vec<&str> = w.runs.iter().map(|r| r.run_uid.as_str()).collect();
+            serde_json::json!([w.window_start, w.revision, w.summary.is_final, uids])
+        })
+        .collect();
+    let mut rebuild = Command::new(python);
+    rebuild.arg(repo_path("docs/examples/rebuild_windows.py")).stdin(Stdio::piped());
+    let mut child = rebuild.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), read).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "rebuild_windows.py: {}", String::from_utf8_lossy(&out.stderr));
+    let theirs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let w: Value = serde_json::from_str(l).unwrap();
+            let uids: Vec<&str> =
+                w["runs"].as_array().unwrap().iter().map(|r| r["run_uid"].as_str().unwrap()).collect();
+            serde_json::json!([w["window_start"], w["revision"], w["is_final"], uids])
+        })
+        .collect();
+    assert!(!ours.is_empty(), "{topic}: no window to rebuild");
+    println!("rebuild_windows.py rebuilt {} windows as our reader does", theirs.len());
+    if ours == theirs {
+        Vec::new()
+    } else {
+        vec![format!("rebuild_windows.py:\n  ours:   {ours:?}\n  theirs: {theirs:?}")]
+    }
 }
 
 /// `cmd`'s output, or a panic naming `what` if it has not exited within `limit` (a stalled

@@ -194,29 +194,42 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
         std::fs::read_to_string(&log).unwrap()
     );
 
-    // [journal] on job-runs.v1, read committed and decoded by fastavro: per window, the
-    // latest revision holds the same runs as the in-memory replay's latest revision.
-    // (Revision numbers may differ: on Kafka the two stages run side by side, so the journal
-    // can see several runs between two of its emissions.)
-    let journal_topic = format!("{prefix}job-runs.v1");
-    let latest = |windows: Vec<(serde_json::Value, serde_json::Value)>| {
-        let mut by_window: std::collections::BTreeMap<String, (i64, bool, Vec<String>)> = Default::default();
-        for (key, value) in windows {
+    // [journal] on job-runs.v2, read committed and decoded by fastavro: per window, the
+    // latest summary and the runs of its pages 1..=pages (a reader's rebuild) are the same
+    // as the in-memory replay's. (Revision numbers and page cuts may differ: on Kafka the
+    // two stages run side by side, so the journal can see several runs between two of its
+    // emissions.)
+    let journal_topic = format!("{prefix}job-runs.v2");
+    let latest = |parts: Vec<(serde_json::Value, serde_json::Value)>| {
+        let mut summaries: std::collections::BTreeMap<String, (i64, bool, i64)> = Default::default();
+        let mut pages: std::collections::BTreeMap<(String, i64), Vec<String>> = Default::default();
+        for (window, value) in parts {
             let revision = value["revision"].as_i64().unwrap();
-            let mut runs: Vec<String> = value["runs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|r| r["run_uid"].as_str().unwrap().to_owned())
-                .collect();
-            runs.sort();
-            let is_final = value["is_final"].as_bool().unwrap();
-            let slot = by_window.entry(key.to_string()).or_insert((0, false, Vec::new()));
-            if revision > slot.0 {
-                *slot = (revision, is_final, runs);
+            let part = value["part"].as_i64().unwrap();
+            if let Some(summary) = value["summary"].as_object() {
+                let (is_final, count) =
+                    (summary["is_final"].as_bool().unwrap(), summary["pages"].as_i64().unwrap());
+                let slot = summaries.entry(window.to_string()).or_insert((0, false, 0));
+                if revision > slot.0 {
+                    *slot = (revision, is_final, count);
+                }
+            } else {
+                let runs = value["page"]["runs"].as_array().unwrap();
+                let uids = runs.iter().map(|r| r["run_uid"].as_str().unwrap().to_owned()).collect();
+                pages.insert((window.to_string(), part), uids);
             }
         }
-        by_window.into_iter().map(|(k, (_, is_final, runs))| (k, is_final, runs)).collect::<Vec<_>>()
+        summaries
+            .into_iter()
+            .map(|(w, (_, is_final, count))| {
+                let mut runs: Vec<String> = (1..=count)
+                    .flat_map(|n| pages.get(&(w.clone(), n)).cloned().unwrap_or_default())
+                    .collect();
+                runs.sort();
+                runs.dedup();
+                (w, is_final, runs)
+            })
+            .collect::<Vec<_>>()
     };
     let replayed: Vec<(serde_json::Value, serde_json::Value)> =
         std::fs::read_to_string(replay_dir.join(format!("{journal_topic}.jsonl")))
@@ -231,8 +244,8 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
     let expected_windows = latest(replayed);
     assert_eq!(expected_windows.len(), 1, "the demo's runs all finished between 10:00 and 11:00");
     assert!(expected_windows[0].1 && expected_windows[0].2.len() == 4, "{expected_windows:?}");
-    let window_schema = repo_path("schemas/job-run-window.avsc");
-    let key_schema = repo_path("schemas/job-run-window-key.avsc");
+    let window_schema = repo_path("schemas/job-run-window-part.avsc");
+    let key_schema = repo_path("schemas/job-run-window-part-key.avsc");
     let deadline = Instant::now() + Duration::from_secs(90);
     let on_kafka = loop {
         let (bootstrap, topic) = (infra.bootstrap.clone(), journal_topic.clone());
@@ -264,7 +277,7 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
     assert_eq!(
         on_kafka,
         expected_windows,
-        "job-runs.v1 on Kafka = replay\n{}",
+        "job-runs.v2 on Kafka = replay\n{}",
         std::fs::read_to_string(&log).unwrap()
     );
 

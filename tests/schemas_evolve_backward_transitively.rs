@@ -142,7 +142,7 @@ async fn registering_a_subject_sets_backward_transitive_and_keeps_an_operators_l
     registry.set_compatibility(&RegistryClient::value_subject(&kept), Compatibility::Full).await.unwrap();
     for topic in [&fresh, &kept] {
         codec.value_writer(topic, "io.kubefacts.v1.JobRun").await.unwrap();
-        codec.key_writer(topic, "io.kubefacts.v1.JobRunWindowKey").await.unwrap();
+        codec.key_writer(topic, "io.kubefacts.v2.JobRunWindowPartKey").await.unwrap();
     }
     let level = |topic: &str| {
         let registry = registry.clone();

@@ -293,7 +293,7 @@ async fn published_observations_and_the_outputs_they_cause_are_one_trace() {
 
     let facts = format!("{prefix}job-run-facts.v1");
     let projections = format!("{prefix}session-projections.v1");
-    let windows = format!("{prefix}job-runs.v1");
+    let windows = format!("{prefix}job-runs.v2");
     let alerts = format!("{prefix}coverage-alerts.v1");
     let deadline = Instant::now() + Duration::from_secs(90);
     let read = |topic: &str| {

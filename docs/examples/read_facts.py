@@ -4,7 +4,7 @@
 Prints one JSON line per record: {"topic", "partition", "offset", "timestamp", "key", "value"}.
   * values: Avro in Confluent framing (magic byte 0, 4-byte schema id), decoded with the writer
     schema fetched from the registry (subject <topic>-value, TopicNameStrategy);
-  * keys: UTF-8 strings, except on job-runs.v1 where the key is an Avro record (JobRunWindowKey,
+  * keys: UTF-8 strings, except on job-runs.v2 where the key is an Avro record (JobRunWindowPartKey,
     subject <topic>-key) in the same framing; `--key-format auto` (default) decodes a key as Avro
     when it starts with the magic byte 0, as a UTF-8 string otherwise;
   * tombstones (a real key, a null value) print with "value": null: they delete the key's row;
@@ -16,7 +16,7 @@ and a read_uncommitted consumer would also see records of aborted transactions.
 Requires: pip install "confluent-kafka[avro,schemaregistry]==2.16.1" (a binary wheel with librdkafka)
 
   python read_facts.py --bootstrap HOST:PORT --registry http://HOST:PORT/apis/ccompat/v7 \
-      --topic prod.job-runs.v1 --until-idle
+      --topic prod.job-runs.v2 --until-idle
 
 With Apicurio Registry, point --registry at its Confluent-compatible API (.../apis/ccompat/v7): the
 ids in our records are the ids that API returned when the schemas were registered.

@@ -353,17 +353,22 @@ impl PipelineConfig {
             ));
         }
         let j = &self.journal;
-        if j.window_length_ms <= 0
-            || j.grace_ms < 0
-            || j.emit_interval_ms < 0
-            || j.emit_max_delay_ms < 0
-            || j.retention_ms < j.grace_ms
+        if j.window_length_ms <= 0 || j.grace_ms < 0 || j.emit_interval_ms < 0 || j.retention_ms < j.grace_ms
         {
             return Err(invalid(
                 "journal",
-                "window_length_ms must be positive; grace_ms, emit_interval_ms and emit_max_delay_ms not \
-                 negative; retention_ms at least grace_ms"
+                "window_length_ms must be positive; grace_ms and emit_interval_ms not negative; \
+                 retention_ms at least grace_ms"
                     .into(),
+            ));
+        }
+        if j.max_record_bytes < crate::journal::JournalConfig::MIN_RECORD_BYTES {
+            return Err(invalid(
+                "journal.max_record_bytes",
+                format!(
+                    "must be at least {} (a page's overhead and a few runs)",
+                    crate::journal::JournalConfig::MIN_RECORD_BYTES
+                ),
             ));
         }
         self.validate_cleanup(&invalid)?;

@@ -32,8 +32,8 @@ fn every_topic_has_a_role_and_ports_agree_with_it() {
     assert!(!alerts.compacted, "a log of state changes is never compacted, whatever a port says");
     assert_eq!(alerts.config.get("retention.ms").map(String::as_str), Some("-1"));
     assert_eq!(alerts.setting, Some("topics.retention.facts_ms"));
-    assert!(spec("job-runs.v1", false).compacted);
-    assert!(spec("job-runs.v1", false).config.is_empty(), "a table has no retention");
+    assert!(spec("job-runs.v2", false).compacted);
+    assert!(spec("job-runs.v2", false).config.is_empty(), "a table has no retention");
     let other = topics.spec("some.probe-out", 3, true);
     assert!(other.compacted, "an unknown topic follows its port");
 }

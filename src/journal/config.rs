@@ -35,14 +35,10 @@ pub struct JournalConfig {
     pub retention_ms: i64,
     /// Least stream time between two emissions of a changing window, in milliseconds.
     pub emit_interval_ms: i64,
-    /// Windows of at most this many runs are emitted every `emit_interval_ms` while they
-    /// change; larger ones wait for growth (below).
-    pub eager_window_runs: u64,
-    /// A larger window is emitted again once the runs filed since its last emission are at
-    /// least this percentage of its runs…
-    pub emit_growth_percent: u64,
-    /// …or this much stream time has passed since its last emission, in milliseconds.
-    pub emit_max_delay_ms: i64,
+    /// The most bytes one record of `job-runs.v2` takes, key and value (and headers) together:
+    /// a window's runs are cut into pages of at most this. Below the broker's
+    /// `max.message.bytes` (1 MiB by default); at least 4 KiB.
+    pub max_record_bytes: u64,
 }
 
 impl Default for JournalConfig {
@@ -52,14 +48,15 @@ impl Default for JournalConfig {
             grace_ms: 600_000,
             retention_ms: 7 * 24 * 3_600_000,
             emit_interval_ms: 10_000,
-            eager_window_runs: 1_000,
-            emit_growth_percent: 10,
-            emit_max_delay_ms: 300_000,
+            max_record_bytes: 512 * 1024,
         }
     }
 }
 
 impl JournalConfig {
+    /// The smallest `max_record_bytes` accepted: room for a page's overhead and a few runs.
+    pub const MIN_RECORD_BYTES: u64 = 4 * 1024;
+
     /// Start of the window holding `at`.
     pub fn window_start(&self, at: i64) -> i64 {
         at - at.rem_euclid(self.window_length_ms)

@@ -1,14 +1,16 @@
 //! Direct Avro forms ([`crate::codec::direct`]) of the journal's records, every field in
-//! schema order (`schemas/job-run.avsc`, `job-run-window.avsc`, `job-run-window-key.avsc`).
+//! schema order (`schemas/job-run.avsc`, `job-run-window-part.avsc`,
+//! `job-run-window-part-key.avsc`).
 //! Debug builds compare each read and write with apache-avro.
 
 use crate::codec::direct::{
     Datum, DirectRecord, Reader, Unreadable, write_array, write_boolean, write_int, write_long,
-    write_optional_int, write_optional_long, write_optional_string, write_string,
+    write_optional, write_optional_int, write_optional_long, write_optional_string, write_string,
 };
 
 use super::model::{
-    ContainerExitCount, JobRun, JobRunWindow, JobRunWindowKey, OwnerKind, RunOwner, RunResult,
+    ContainerExitCount, FailureReasonCount, JobRun, JobRunPage, JobRunWindowPart, JobRunWindowPartKey,
+    JobRunWindowSummary, OwnerKind, RunOwner, RunResult,
 };
 
 impl Datum for OwnerKind {
@@ -113,51 +115,105 @@ impl DirectRecord for JobRun {
     const FULL_NAME: &'static str = JobRun::FULL_NAME;
 }
 
-impl Datum for JobRunWindowKey {
+impl Datum for JobRunWindowPartKey {
     fn write(&self, out: &mut Vec<u8>) {
         write_long(out, self.window_start);
         write_long(out, self.window_length_ms);
+        write_int(out, self.part);
     }
 
     fn read(r: &mut Reader<'_>) -> Result<Self, Unreadable> {
-        Ok(Self { window_start: r.long()?, window_length_ms: r.long()? })
+        Ok(Self { window_start: r.long()?, window_length_ms: r.long()?, part: r.int()? })
     }
 }
 
-impl DirectRecord for JobRunWindowKey {
-    const FULL_NAME: &'static str = JobRunWindowKey::FULL_NAME;
+impl DirectRecord for JobRunWindowPartKey {
+    const FULL_NAME: &'static str = JobRunWindowPartKey::FULL_NAME;
 }
 
-impl JobRunWindow {
-    /// Writes every field before `runs`: the window's emission is these, then its runs'
-    /// datums as the journal keeps them encoded ([`super::window`]).
-    pub(super) fn write_head(&self, out: &mut Vec<u8>) {
+impl Datum for FailureReasonCount {
+    fn write(&self, out: &mut Vec<u8>) {
+        write_optional_string(out, self.reason.as_ref());
+        write_long(out, self.count);
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<Self, Unreadable> {
+        Ok(Self { reason: r.optional(Reader::string)?, count: r.long()? })
+    }
+}
+
+impl Datum for JobRunWindowSummary {
+    fn write(&self, out: &mut Vec<u8>) {
+        write_boolean(out, self.is_final);
+        write_int(out, self.pages);
+        write_long(out, self.runs);
+        write_long(out, self.succeeded);
+        write_long(out, self.failed);
+        write_array(out, &self.failure_reasons, |out, c| c.write(out));
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<Self, Unreadable> {
+        Ok(Self {
+            is_final: r.boolean()?,
+            pages: r.int()?,
+            runs: r.long()?,
+            succeeded: r.long()?,
+            failed: r.long()?,
+            failure_reasons: r.array(FailureReasonCount::read)?,
+        })
+    }
+}
+
+impl JobRunWindowPart {
+    /// Writes a page's fields up to its runs: the head, no summary, the page branch. Then
+    /// come the runs as an array of datums ([`write_datums`]).
+    pub(super) fn write_page_head(&self, out: &mut Vec<u8>) {
+        self.write_head(out);
+        write_long(out, 0); // summary: null
+        write_long(out, 1); // page: the record
+    }
+
+    fn write_head(&self, out: &mut Vec<u8>) {
         write_long(out, self.window_start);
         write_long(out, self.window_length_ms);
+        write_int(out, self.part);
         write_long(out, self.revision);
-        write_boolean(out, self.is_final);
         write_long(out, self.stream_time);
     }
 }
 
-impl Datum for JobRunWindow {
+/// An Avro array of already-encoded datums, as apache-avro writes one: a single block of
+/// all of them (none when empty), then the 0 block.
+pub(super) fn write_datums(out: &mut Vec<u8>, datums: &[Vec<u8>]) {
+    if !datums.is_empty() {
+        write_long(out, datums.len() as i64);
+        datums.iter().for_each(|d| out.extend_from_slice(d));
+    }
+    out.push(0);
+}
+
+impl Datum for JobRunWindowPart {
     fn write(&self, out: &mut Vec<u8>) {
         self.write_head(out);
-        write_array(out, &self.runs, |out, run| run.write(out));
+        write_optional(out, self.summary.as_ref(), |out, s| s.write(out));
+        write_optional(out, self.page.as_ref(), |out, p| {
+            write_array(out, &p.runs, |out, run| run.write(out))
+        });
     }
 
     fn read(r: &mut Reader<'_>) -> Result<Self, Unreadable> {
         Ok(Self {
             window_start: r.long()?,
             window_length_ms: r.long()?,
+            part: r.int()?,
             revision: r.long()?,
-            is_final: r.boolean()?,
             stream_time: r.long()?,
-            runs: r.array(JobRun::read)?,
+            summary: r.optional(JobRunWindowSummary::read)?,
+            page: r.optional(|r| Ok(JobRunPage { runs: r.array(JobRun::read)? }))?,
         })
     }
 }
 
-impl DirectRecord for JobRunWindow {
-    const FULL_NAME: &'static str = JobRunWindow::FULL_NAME;
+impl DirectRecord for JobRunWindowPart {
+    const FULL_NAME: &'static str = JobRunWindowPart::FULL_NAME;
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::finish::ExitKey;
+use super::{finish::ExitKey, model::RunResult};
 use crate::{
     observe::model::Job,
     runtime::{Epoched, StreamTime},
@@ -85,16 +85,33 @@ pub struct Sweeps {
 /// new run changes one small state entry, not the whole window).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowState {
-    /// Runs filed in the window.
+    /// Distinct runs filed in the window.
     pub runs: u64,
+    /// Of those, succeeded.
+    pub succeeded: u64,
+    /// Of those, failed, by failure reason (`None`: no reason given).
+    pub failure_reasons: BTreeMap<Option<String>, u64>,
+    /// Pages written so far (numbered 1..=pages).
+    pub pages: i32,
     /// Revision of the last emission (0: never emitted).
     pub revision: i64,
     /// Stream time of the last emission.
     pub emitted_at: Option<StreamTime>,
-    /// Changed since the last emission.
+    /// Runs are waiting for the next page.
     pub dirty: bool,
     /// The last emission was final.
     pub final_emitted: bool,
-    /// Runs filed (new or replaced) since the last emission.
-    pub changed: u64,
+}
+
+/// What `[journal]` keeps of a run once filed: enough to tell a duplicate from a new
+/// version (the digest of its datum) and to take it out of the summary's counts when a new
+/// version replaces it. The run itself was written to a page and is not kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FiledRun {
+    /// CRC-64-AVRO of the run's datum.
+    pub digest: u64,
+    /// Its result.
+    pub result: RunResult,
+    /// Its failure reason.
+    pub failure_reason: Option<String>,
 }

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::{
     config::{JournalConfig, RunsConfig},
-    model::{JobRun, JobRunWindow, JobRunWindowKey, OwnerKind, RunResult},
+    model::{JobRun, JobRunWindowPart, JobRunWindowPartKey, OwnerKind, RunResult},
     runs::Runs,
     window::{Journal, JournalInputKey},
 };
@@ -44,12 +44,57 @@ async fn runs_of(events: Vec<(i64, &str, Value)>) -> Vec<JobRun> {
 /// What `[runs]` then `[journal]` made of some watch events.
 struct Pipeline {
     runs: Vec<JobRun>,
-    /// Every window emission, in emission order per partition.
-    windows: Vec<JobRunWindow>,
+    /// Every window emission (a summary, with the runs its pages give), in emission order
+    /// per partition.
+    windows: Vec<Emission>,
     /// Dead letters of the journal (reason codes).
     journal_dead_letters: Vec<String>,
     /// Events counted: `[runs]`'s, then `[journal]`'s.
     counts: (std::collections::BTreeMap<&'static str, u64>, std::collections::BTreeMap<&'static str, u64>),
+}
+
+/// One emission of a window: its summary, and the runs of pages 1..=its `pages`.
+#[derive(Debug)]
+struct Emission {
+    window_start: i64,
+    window_length_ms: i64,
+    revision: i64,
+    stream_time: i64,
+    is_final: bool,
+    runs: Vec<JobRun>,
+}
+
+/// The emissions the parts of `job-runs.v2` give, each rebuilt as a reader would have at it.
+async fn emissions(codec: &Codec, records: &[&crate::runtime::driver::LogRecord]) -> Vec<Emission> {
+    let mut parts = Vec::new();
+    for rec in records {
+        let part: JobRunWindowPart = codec.decode_as(rec.value.as_deref().unwrap()).await.unwrap();
+        let k: JobRunWindowPartKey = codec.decode_as(rec.key.as_deref().unwrap()).await.unwrap();
+        assert_eq!(k, part.key(), "keyed by its window and part");
+        parts.push(part);
+    }
+    let pages: std::collections::HashMap<(i64, i32), &JobRunWindowPart> =
+        parts.iter().filter(|p| p.part > 0).map(|p| ((p.window_start, p.part), p)).collect();
+    parts
+        .iter()
+        .filter_map(|p| p.summary.as_ref().map(|s| (p, s)))
+        .map(|(p, s)| {
+            let mut reader = crate::journal::WindowReader::new();
+            reader.add(p.clone());
+            (1..=s.pages)
+                .filter_map(|n| pages.get(&(p.window_start, n)))
+                .for_each(|page| reader.add((*page).clone()));
+            let rebuilt = reader.windows().pop().unwrap().expect("every page of an emission was written");
+            Emission {
+                window_start: p.window_start,
+                window_length_ms: p.window_length_ms,
+                revision: p.revision,
+                stream_time: p.stream_time,
+                is_final: s.is_final,
+                runs: rebuilt.runs,
+            }
+        })
+        .collect()
 }
 
 async fn journal_of(events: Vec<(i64, &str, Value)>, journal: JournalConfig) -> Pipeline {
@@ -57,24 +102,15 @@ async fn journal_of(events: Vec<(i64, &str, Value)>, journal: JournalConfig) -> 
         runs_full(events, RunsConfig::default(), Journal::input_key(&journal)).await;
     let codec = Codec::new(None).unwrap();
     let outputs = OutputTopics {
-        writers: vec![writer(&codec, JobRunWindow::FULL_NAME)],
+        writers: vec![writer(&codec, JobRunWindowPart::FULL_NAME)],
         topics: vec![MemTopic::new("job-runs", PARTITIONS)],
-        key_writers: vec![Some(writer(&codec, JobRunWindowKey::FULL_NAME))],
+        key_writers: vec![Some(writer(&codec, JobRunWindowPartKey::FULL_NAME))],
         forward: Vec::new(),
     };
     let run =
         driver::run("journal", &codec, &[&repartition], outputs, |_| Journal::new(journal)).await.unwrap();
-    let mut windows = Vec::new();
-    for rec in run.outputs[0].partitions.iter().flatten() {
-        let w: JobRunWindow = codec.decode_as(rec.value.as_deref().unwrap()).await.unwrap();
-        let k: JobRunWindowKey = codec.decode_as(rec.key.as_deref().unwrap()).await.unwrap();
-        assert_eq!(
-            (k.window_start, k.window_length_ms),
-            (w.window_start, w.window_length_ms),
-            "keyed by its window"
-        );
-        windows.push(w);
-    }
+    let records: Vec<_> = run.outputs[0].partitions.iter().flatten().collect();
+    let windows = emissions(&codec, &records).await;
     Pipeline {
         runs,
         windows,
@@ -531,16 +567,16 @@ async fn the_same_run_twice_changes_no_window() {
         });
     }
     let outputs = OutputTopics {
-        writers: vec![writer(&codec, JobRunWindow::FULL_NAME)],
+        writers: vec![writer(&codec, JobRunWindowPart::FULL_NAME)],
         topics: vec![MemTopic::new("job-runs", PARTITIONS)],
-        key_writers: vec![Some(writer(&codec, JobRunWindowKey::FULL_NAME))],
+        key_writers: vec![Some(writer(&codec, JobRunWindowPartKey::FULL_NAME))],
         forward: Vec::new(),
     };
     let run =
         driver::run("journal", &codec, &[&repartition], outputs, |_| Journal::new(JournalConfig::default()))
             .await
             .unwrap();
-    assert_eq!(run.outputs[0].len(), 1, "one emission: the duplicate changed nothing");
+    assert_eq!(run.outputs[0].len(), 2, "one emission (a page and a summary): the duplicate changed nothing");
 }
 
 /// The five scenarios as golden files: the trace in (`<name>.trace.jsonl`) and

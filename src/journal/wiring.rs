@@ -47,8 +47,9 @@ impl RunsIn {
 /// `[journal]`'s output ports, in the order of [`super::Journal::OUTPUTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JournalOut {
-    /// `job_runs`: the windows, keyed by [`super::JobRunWindowKey`].
-    Windows,
+    /// `job_runs`: the windows' summaries and pages, keyed by
+    /// [`super::JobRunWindowPartKey`].
+    Parts,
 }
 
 impl Port for JournalOut {
@@ -102,8 +103,10 @@ impl Event for RunsEvent {
 /// The events `[journal]` counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JournalEvent {
-    /// A window revision emitted.
+    /// A window revision emitted (its summary, after its new pages).
     WindowsEmitted,
+    /// A page of runs written.
+    PagesWritten,
     /// A window emitted final for the first time.
     WindowsFinalized,
     /// A run already in its window.
@@ -118,6 +121,7 @@ impl Event for JournalEvent {
     fn as_str(self) -> &'static str {
         match self {
             Self::WindowsEmitted => "windows_emitted",
+            Self::PagesWritten => "pages_written",
             Self::WindowsFinalized => "windows_finalized",
             Self::RunsDuplicate => "runs_duplicate",
             Self::RunsFiled => "runs_filed",
@@ -190,7 +194,7 @@ mod tests {
         let topics = runs.map(|p| Runs::OUTPUTS[p.index()].topic);
         assert_eq!(topics, ["job_run_facts", "journal_repartition", "cleanup_decisions"]);
         assert_eq!(Journal::OUTPUTS.len(), 1);
-        assert_eq!(Journal::OUTPUTS[JournalOut::Windows.index()].topic, "job_runs");
+        assert_eq!(Journal::OUTPUTS[JournalOut::Parts.index()].topic, "job_runs");
     }
 
     #[test]

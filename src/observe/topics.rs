@@ -22,7 +22,7 @@ pub struct TopicsConfig {
     pub sessions: String,
     /// Finished runs (key: owner UID).
     pub job_run_facts: String,
-    /// Windowed journals of finished runs (key: window record), compacted.
+    /// Windowed journals of finished runs, summaries and pages (key: part record), compacted.
     pub job_runs: String,
     /// Internal: finished runs re-keyed by journal window, from `[runs]` to `[journal]`
     /// (with stream time forwarded, so windows close in a quiet cluster).
@@ -154,7 +154,7 @@ pub const TOPIC_ROLES: [TopicRole; 15] = {
         TopicRole {
             key: "job_runs",
             kind: Table,
-            record_key: "`JobRunWindowKey` (Avro: window start, length)",
+            record_key: "`JobRunWindowPartKey` (Avro: window start, length, part)",
             timestamp: STREAM,
         },
         TopicRole {
@@ -203,7 +203,7 @@ impl Default for TopicsConfig {
             leases: "leases.v1".into(),
             sessions: "sessions.v1".into(),
             job_run_facts: "job-run-facts.v1".into(),
-            job_runs: "job-runs.v1".into(),
+            job_runs: "job-runs.v2".into(),
             journal_repartition: "internal.journal-repartition.v1".into(),
             cleanup_decisions: "cleanup-decisions.v1".into(),
             cleanup_outcomes: "cleanup-outcomes.v1".into(),

@@ -258,7 +258,7 @@ impl Outputs {
     }
 
     /// [`Outputs::emit_keyed`] with the value's datum written by `write` — a record of
-    /// `full_name` the processor keeps partly encoded (the journal's windows).
+    /// `full_name` the processor writes partly from encoded datums (the journal's pages).
     pub fn emit_keyed_with<K: DirectRecord>(
         &mut self,
         port: impl Port,
@@ -272,6 +272,23 @@ impl Outputs {
         };
         let key = key_writer.encode_direct(key)?;
         let value = self.writers[port].encode_with(full_name, write)?;
+        self.push(port, key, Some(value), None, false);
+        Ok(())
+    }
+
+    /// [`Outputs::emit_keyed`] of a key and value with direct Avro forms.
+    pub fn emit_keyed_direct<K: DirectRecord, T: DirectRecord>(
+        &mut self,
+        port: impl Port,
+        key: &K,
+        value: &T,
+    ) -> Result<(), CodecError> {
+        let port = port.index();
+        let Some(Some(key_writer)) = self.key_writers.get(port) else {
+            return Err(CodecError::UnknownRecord { name: format!("key writer of output port {port}") });
+        };
+        let key = key_writer.encode_direct(key)?;
+        let value = self.writers[port].encode_direct(value)?;
         self.push(port, key, Some(value), None, false);
         Ok(())
     }

@@ -10,7 +10,7 @@
 #                                use, or the server root           (default: $KUBEFACTS_TEST_REGISTRY)
 #   KUBEFACTS_CONNECT_LIB        classpath folder filled from scripts/infra/connect-pom.xml
 #   KUBEFACTS_CONNECT_WORK       work dir: properties, offsets, classes, log and the output files
-#   KUBEFACTS_CONNECT_TOPICS     comma-separated topics; those ending in `job-runs.v1` (Avro key) go to
+#   KUBEFACTS_CONNECT_TOPICS     comma-separated topics; those ending in `job-runs.v2` (Avro key) go to
 #                                connector `<name>-avro-keys`, the others (UTF-8 string keys) to
 #                                `<name>-string-keys`
 #   KUBEFACTS_CONNECT_NAME       connector name prefix = consumer group prefix (default: kubefacts-<pid>);
@@ -68,7 +68,7 @@ IFS=',' read -r -a all_topics <<<"$topics"
 for t in "${all_topics[@]}"; do
   t="${t// /}"
   [[ -n "$t" ]] || continue
-  if [[ "$t" == *job-runs.v1 ]]; then avro_key_topics+=("$t"); else string_topics+=("$t"); fi
+  if [[ "$t" == *job-runs.v2 ]]; then avro_key_topics+=("$t"); else string_topics+=("$t"); fi
 done
 join() { local IFS=','; printf '%s' "$*"; }
 

@@ -95,7 +95,7 @@ pub fn table_differences(what: &str, want: &ByKey, got: &ByKey) -> Vec<String> {
 
 /// The stage outputs compared, each a log (`false`) or a table (`true`).
 pub const OUTPUTS: [(&str, bool); 5] = [
-    ("job-runs.v1", true),
+    ("job-runs.v2", true),
     ("coverage-alerts.v1", false),
     ("session-projections.v1", true),
     ("retained-compute-by-owner.v1", true),

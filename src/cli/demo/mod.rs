@@ -33,7 +33,7 @@ use kubefacts::{
     },
     config::PipelineConfig,
     coverage::CoverageAlert,
-    journal::{JobRun, JobRunWindow},
+    journal::{JobRun, JobRunWindowPart},
     observe::memory::MemInputs,
     observe::{InputTopic, ObservationRecord, Observer, model::Source},
     pipeline::run_all_in_memory,
@@ -228,7 +228,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     let runs: Vec<JobRun> =
         decode_all(&codec, logs.get(&config.topics.full(&config.topics.job_run_facts))).await?;
-    let windows: Vec<JobRunWindow> =
+    let windows: Vec<JobRunWindowPart> =
         decode_all(&codec, logs.get(&config.topics.full(&config.topics.job_runs))).await?;
     let mut decisions: Vec<CleanupDecision> =
         decode_all(&codec, logs.get(&config.topics.full(&config.topics.cleanup_decisions))).await?;
@@ -260,7 +260,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     );
     let dead_letters = logs.get(&dead_letter).map_or(0, MemTopic::len);
     print_processors(&reports, &processed, dead_letters, round_trips as f64 / stage_secs.max(1e-9));
-    print_runs(&runs, &windows);
+    print_runs(&runs, windows);
     print_decisions(&config, &decisions);
     print_coverage(&alerts);
     print_sessions(&projections, &totals);

@@ -13,7 +13,7 @@ use kubefacts::{
     codec::json::rfc3339_millis,
     config::PipelineConfig,
     coverage::CoverageAlert,
-    journal::{JobRun, JobRunWindow, RunResult},
+    journal::{JobRun, JobRunWindowPart, RunResult, WindowReader},
     observe::{AdmissionCounts, InputTopic},
     pipeline::StageReport,
     sessions::{OwnerRetainedCompute, RetentionState, SessionProjection},
@@ -115,26 +115,32 @@ pub(super) fn print_processors(
 
 /// Runs per journal window, the CronJobs that fail most with their exit breakdown, and —
 /// for a short hand-written trace — every run.
-pub(super) fn print_runs(runs: &[JobRun], windows: &[JobRunWindow]) {
-    // The journal supersedes: per window, the highest revision is the window.
-    let mut latest: BTreeMap<i64, &JobRunWindow> = BTreeMap::new();
-    for w in windows {
-        let slot = latest.entry(w.window_start).or_insert(w);
-        if w.revision > slot.revision {
-            *slot = w;
-        }
-    }
-    println!("\nfinished runs per journal window (job-runs; the highest revision of each window):");
-    println!("  {:<22} {:>7} {:>9} {:>7}  state", "window start", "runs", "succeeded", "failed");
-    for (start, w) in &latest {
+pub(super) fn print_runs(runs: &[JobRun], parts: Vec<JobRunWindowPart>) {
+    // A window is its latest summary plus its pages, as any consumer rebuilds it.
+    let mut reader = WindowReader::new();
+    parts.into_iter().for_each(|p| reader.add(p));
+    println!("\nfinished runs per journal window (job-runs; summary + pages, rebuilt as a consumer does):");
+    println!(
+        "  {:<22} {:>7} {:>9} {:>7} {:>6}  state",
+        "window start", "runs", "succeeded", "failed", "pages"
+    );
+    for w in reader.windows() {
+        let w = match w {
+            Ok(w) => w,
+            Err(e) => {
+                println!("  cannot rebuild: {e}");
+                continue;
+            }
+        };
         let failed = w.runs.iter().filter(|r| r.result == RunResult::Failed).count();
         println!(
-            "  {:<22} {:>7} {:>9} {:>7}  {}",
-            rfc3339_millis(*start).unwrap_or_default(),
+            "  {:<22} {:>7} {:>9} {:>7} {:>6}  {}",
+            rfc3339_millis(w.window_start).unwrap_or_default(),
             w.runs.len(),
             w.runs.len() - failed,
             failed,
-            if w.is_final {
+            w.summary.pages,
+            if w.summary.is_final {
                 format!("final, revision {}", w.revision)
             } else {
                 format!("open, revision {}", w.revision)

@@ -102,15 +102,19 @@ public final class RunsJournal {
         }
     }
 
-    /** The schemas the anchor reads and writes, from kubefacts' schemas/ folder. */
+    /**
+     * The schemas the anchor reads and writes: the inputs and the run from kubefacts' schemas/
+     * folder; the window as one whole record (job-runs.v1, what a Kafka Streams windowed
+     * aggregation writes) from the anchor's own folder.
+     */
     record Schemas(Schema jobObservation, Schema podObservation, Schema run, Schema window, Schema windowKey,
             Schema entry) {
-        static Schemas load(Path dir) {
+        static Schemas load(Path dir, Path windowDir) {
             Schema job = Avro.load(dir, "job-observation.avsc");
             Schema pod = Avro.load(dir, "pod-observation.avsc");
             Schema run = Avro.load(dir, "job-run.avsc");
-            return new Schemas(job, pod, run, Avro.load(dir, "job-run-window.avsc"),
-                    Avro.load(dir, "job-run-window-key.avsc"), entrySchema(job, pod));
+            return new Schemas(job, pod, run, Avro.load(windowDir, "job-run-window.avsc"),
+                    Avro.load(windowDir, "job-run-window-key.avsc"), entrySchema(job, pod));
         }
 
         /**
@@ -153,7 +157,7 @@ public final class RunsJournal {
         String windows = prefix + "anchor.job-runs";
         int threads = Integer.parseInt(args.get("threads", String.valueOf(Runtime.getRuntime().availableProcessors())));
         long windowMs = Long.parseLong(args.get("window-ms", "3600000"));
-        Schemas schemas = Schemas.load(Path.of(args.get("schemas")));
+        Schemas schemas = Schemas.load(Path.of(args.get("schemas")), Path.of(args.get("window-schemas")));
 
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, args.get("application-id"));
