@@ -101,6 +101,8 @@ const TARGET_EOS_SHARE: f64 = 0.5;
 const TARGET_DRIVER_PER_CORE: f64 = 1_000_000.0;
 const TARGET_STATE_BYTES_PER_JOB: f64 = 300.0;
 const TARGET_P99_MS: f64 = 250.0;
+const TARGET_JOURNAL_BYTES_PER_RUN: f64 = 600.0;
+const TARGET_PUBLISH_SHARE: f64 = 0.5;
 
 struct Args {
     benching: bool,
@@ -110,6 +112,8 @@ struct Args {
     scaling: bool,
     latency_secs: f64,
     latency_only: bool,
+    /// `kubefacts process` instances sharing the input in the exactly-once phase.
+    instances: usize,
 }
 
 impl Args {
@@ -119,8 +123,6 @@ impl Args {
         let value = |flag: &str| argv.iter().position(|a| a == flag).and_then(|i| argv.get(i + 1)).cloned();
         Args {
             benching,
-            // The large profile does not pass the broker phases yet: its hour windows hold
-            // ~50 000 runs, beyond one record's 1 MB (docs/BENCHMARKS.md).
             profile: value("--profile").unwrap_or_else(|| if benching { "medium" } else { "small" }.into()),
             seed: value("--seed").map_or(1, |s| s.parse().expect("--seed takes an integer")),
             // Under `cargo test` (a debug build) two hours of the small fleet check every phase.
@@ -130,6 +132,11 @@ impl Args {
             scaling: benching && !argv.iter().any(|a| a == "--no-scaling"),
             latency_secs: if benching { 30.0 } else { 3.0 },
             latency_only: argv.iter().any(|a| a == "--latency-only"),
+            // The large fleet is what several instances are for: two share its input unless
+            // told otherwise.
+            instances: value("--instances")
+                .map(|n| n.parse().expect("--instances takes an integer"))
+                .unwrap_or(if value("--profile").as_deref() == Some("large") { 2 } else { 1 }),
         }
     }
 }
@@ -233,20 +240,30 @@ fn main() {
         (inputs.inputs.topic(InputTopic::Jobs).len() + inputs.inputs.topic(InputTopic::Pods).len()) as i64;
     let limit_secs = if args.benching { 900 } else { 180 };
     // A backlog run of `inst`, and the runs it filed on `facts`.
-    let backlog = |inst: Instance, stages: &Stages, facts: &str| {
-        let processed = process_backlog(inst, &env, stages, runs_records, limit_secs);
+    let backlog = |insts: Vec<Instance>, stages: &Stages, facts: &str| {
+        let processed = process_backlog(insts, &env, stages, runs_records, limit_secs);
         (processed, committed_records(&env, facts))
     };
-    let (processed, filed) = backlog(
-        Instance::start(&env, &pipeline, "a"),
-        &Stages::kubefacts(&app, &topics),
-        &topics.full(&topics.job_run_facts),
-    );
+    let instances: Vec<Instance> =
+        (0..args.instances).map(|i| Instance::start(&env, &pipeline, &format!("p{i}"))).collect();
+    let (processed, filed) =
+        backlog(instances, &Stages::kubefacts(&app, &topics), &topics.full(&topics.job_run_facts));
     println!(
-        "3. kubefacts process (runs → journal), exactly once {:>8.0} observations/s  ({:.0}% of 1; all stages caught up {:.1} s after the first commit)",
+        "3. kubefacts process (runs → journal), exactly once {:>8.0} observations/s  ({:.0}% of 1; all stages caught up {:.1} s after the first commit; {} instance(s))",
         processed.rate,
         100.0 * processed.rate / perf.steady,
-        processed.secs
+        processed.secs,
+        args.instances
+    );
+    // What that run left on Kafka: the journal's largest record against its limit, and the
+    // state [runs] keeps per tracked Job as its changelogs hold it.
+    let on_kafka = OnKafka::read(&env, &app, &topics.full(&topics.job_runs));
+    println!(
+        "   on Kafka: largest job-runs record {} B (max_record_bytes {} B); [runs] state {:.0} B per tracked Job ({} Jobs)",
+        on_kafka.largest_journal_record,
+        config.journal.max_record_bytes,
+        on_kafka.runs_state_bytes as f64 / on_kafka.tracked_jobs.max(1) as f64,
+        on_kafka.tracked_jobs
     );
     // 6. Restore: a new instance restores every store from its changelog before it reads.
     // Every stage logs its restore; waiting for two took the two smallest once the default
@@ -260,13 +277,13 @@ fn main() {
     fs::write(&rj_pipeline, pipeline_toml(&prefix, "rj.", &rj_app, RUNS_AND_JOURNAL)).unwrap();
     let rj_topics = PipelineConfig::load(&rj_pipeline).unwrap().topics;
     let (runs_journal, rj_filed) = backlog(
-        Instance::start(&env, &rj_pipeline, "rj"),
+        vec![Instance::start(&env, &rj_pipeline, "rj")],
         &Stages::kubefacts(&rj_app, &rj_topics),
         &rj_topics.full(&rj_topics.job_run_facts),
     );
     let ks_app = format!("{app}-streams");
     let (streams, ks_filed) = backlog(
-        Instance::start_streams(&env, &config, &prefix, &ks_app),
+        vec![Instance::start_streams(&env, &config, &prefix, &ks_app)],
         &Stages::streams(&ks_app, &topics),
         &format!("{prefix}{STREAMS_FACTS}"),
     );
@@ -331,7 +348,9 @@ fn main() {
         json!({"observations_per_sec": processed.rate, "secs": processed.secs,
                "share_of_producer_performance": processed.rate / perf.steady,
                "share_of_kafka_streams": processed.rate / streams.rate,
-               "peak_rss_bytes": processed.peak_rss_bytes, "runs_filed": filed,
+               "peak_rss_bytes": processed.peak_rss_bytes, "runs_filed": filed, "instances": args.instances,
+               "largest_journal_record": on_kafka.largest_journal_record,
+               "state_bytes_per_tracked_job_on_kafka": on_kafka.runs_state_bytes as f64 / on_kafka.tracked_jobs.max(1) as f64,
                "latency": latency_json(&latency), "latency_runs_alone": latency_json(&alone)}),
     );
     figures.insert(
@@ -368,10 +387,10 @@ fn main() {
         config.process.stages.iter().map(|s| s.name()).collect::<Vec<_>>().join(", "),
         all_stages.rate
     );
-    // Every emission of a window carries all its runs: what the journal writes per run
-    // filed shows how often whole windows are rewritten.
+    // What the journal writes per run filed: the run's own datum once in a page, plus its
+    // share of the summaries (an emission appends, never rewrites).
     println!(
-        "   the journal wrote {:.0} MiB of windows for {} runs: {:.0} B per run filed",
+        "   the journal wrote {:.1} MiB of summaries and pages for {} runs: {:.0} B per run filed",
         driver.journal_bytes as f64 / 1_048_576.0,
         driver.runs_filed,
         driver.journal_bytes as f64 / driver.runs_filed.max(1) as f64
@@ -398,6 +417,7 @@ fn main() {
         json!({"observations_per_sec": driver.rate, "secs": driver.secs, "observations": observations,
                "all_stages_observations_per_sec": all_stages.rate,
                "runs_filed": driver.runs_filed, "journal_bytes": driver.journal_bytes,
+               "journal_bytes_per_run": driver.journal_bytes as f64 / driver.runs_filed.max(1) as f64,
                "tracked_jobs": driver.tracked_jobs, "state_bytes": driver.state_bytes,
                "state_bytes_per_tracked_job": driver.state_bytes as f64 / driver.tracked_jobs.max(1) as f64}),
     );
@@ -459,6 +479,8 @@ fn main() {
 
     // Targets.
     let state_per_job = driver.state_bytes as f64 / driver.tracked_jobs.max(1) as f64;
+    let journal_per_run = driver.journal_bytes as f64 / driver.runs_filed.max(1) as f64;
+    let state_on_kafka = on_kafka.runs_state_bytes as f64 / on_kafka.tracked_jobs.max(1) as f64;
     let checks = [
         (
             "exactly-once rate ≥ 50% of ProducerPerformance",
@@ -480,6 +502,26 @@ fn main() {
             latency.p99 <= TARGET_P99_MS,
             format!("{:.0} ms", latency.p99),
         ),
+        (
+            "journal ≤ 600 B written per run filed",
+            journal_per_run <= TARGET_JOURNAL_BYTES_PER_RUN,
+            format!("{journal_per_run:.0} B"),
+        ),
+        (
+            "publish ≥ 50% of ProducerPerformance",
+            published.records_per_sec / perf.steady >= TARGET_PUBLISH_SHARE,
+            format!("{:.0}%", 100.0 * published.records_per_sec / perf.steady),
+        ),
+        (
+            "≤ 300 B of [runs] state per tracked Job on Kafka",
+            state_on_kafka <= TARGET_STATE_BYTES_PER_JOB,
+            format!("{state_on_kafka:.0} B"),
+        ),
+        (
+            "every job-runs record ≤ max_record_bytes",
+            on_kafka.largest_journal_record as u64 <= config.journal.max_record_bytes,
+            format!("{} B", on_kafka.largest_journal_record),
+        ),
     ];
     println!("\ntargets:");
     for (what, met, figure) in &checks {
@@ -497,6 +539,18 @@ fn main() {
     figures.insert("finished_at_ms".into(), json!(now_ms()));
     let record = Json::Object(figures);
     if args.benching {
+        // Figures of another fleet size beside the medium fleet's last run.
+        let medium = work.join("suite-latest-medium.json");
+        if profile.name != "medium"
+            && let Ok(Ok(m)) = fs::read_to_string(&medium).map(|t| serde_json::from_str::<Json>(&t))
+        {
+            beside(&m, &record, &profile.name);
+        }
+        fs::write(
+            work.join(format!("suite-latest-{}.json", profile.name)),
+            serde_json::to_string_pretty(&record).unwrap(),
+        )
+        .unwrap();
         let latest = work.join("suite-latest.json");
         if let Ok(Ok(previous)) = fs::read_to_string(&latest).map(|t| serde_json::from_str::<Json>(&t)) {
             compare(&previous, &record);
@@ -820,7 +874,7 @@ fn input_topics(topics: &TopicsConfig) -> Vec<(String, i32)> {
 /// input; the rate is input observations over the time from the first commit of the first
 /// stage to the last commit of the second (start-up and restore left out).
 fn process_backlog(
-    mut inst: Instance,
+    mut insts: Vec<Instance>,
     env: &Env,
     stages: &Stages,
     runs_records: i64,
@@ -849,8 +903,10 @@ fn process_backlog(
     let mut first: Option<Instant> = None;
     let mut peak = 0;
     loop {
-        inst.check_running();
-        peak = peak.max(inst.peak_rss_bytes());
+        for inst in &mut insts {
+            inst.check_running();
+            peak = peak.max(inst.peak_rss_bytes());
+        }
         let c = committed(&first_group, first_inputs);
         if c > 0 && first.is_none() {
             first = Some(Instant::now());
@@ -870,14 +926,16 @@ fn process_backlog(
         assert!(
             Instant::now() < deadline,
             "{} did not commit its input in {limit_secs} s ({c} of {runs_total}); log {}",
-            inst.name,
-            inst.log.display()
+            insts[0].name,
+            insts[0].log.display()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
     let secs = first.unwrap().elapsed().as_secs_f64().max(1e-3);
-    peak = peak.max(inst.peak_rss_bytes());
-    inst.stop();
+    for inst in insts {
+        peak = peak.max(inst.peak_rss_bytes());
+        inst.stop();
+    }
     Processed { rate: runs_total as f64 / secs, secs, peak_rss_bytes: peak }
 }
 
@@ -925,6 +983,84 @@ fn committed_records(env: &Env, topic: &str) -> u64 {
     }
 }
 
+/// What an exactly-once run left on Kafka.
+struct OnKafka {
+    /// The largest record (key and value) of the journal's output.
+    largest_journal_record: usize,
+    /// Key and value bytes of the latest record per key of every `[runs]` changelog.
+    runs_state_bytes: usize,
+    /// Keys of the `[runs]` jobs changelog: the Jobs it tracks.
+    tracked_jobs: usize,
+}
+
+impl OnKafka {
+    fn read(env: &Env, app: &str, journal: &str) -> Self {
+        let records = |topic: &str, mut each: Box<dyn FnMut(&[u8], Option<&[u8]>) + '_>| {
+            let reader = committed_reader(env, topic);
+            let ends: Vec<i64> = (0..PARTITIONS)
+                .map(|p| reader.fetch_watermarks(topic, p, Duration::from_secs(10)).map_or(0, |w| w.1))
+                .collect();
+            let idle = Duration::from_secs(5);
+            let mut last = Instant::now();
+            loop {
+                match reader.poll(Duration::from_millis(100)) {
+                    Some(Ok(m)) => {
+                        each(m.key().unwrap_or_default(), m.payload());
+                        last = Instant::now();
+                    }
+                    Some(Err(e)) => panic!("reading {topic}: {e}"),
+                    None => {
+                        let pos = reader.position().unwrap();
+                        let done = (0..PARTITIONS).all(|p| {
+                            pos.find_partition(topic, p).is_some_and(|e| match e.offset() {
+                                Offset::Offset(o) => o >= ends[p as usize],
+                                _ => ends[p as usize] == 0,
+                            })
+                        });
+                        if done || last.elapsed() > idle {
+                            return;
+                        }
+                    }
+                }
+            }
+        };
+        let mut largest_journal_record = 0;
+        records(
+            journal,
+            Box::new(|k, v| {
+                largest_journal_record = largest_journal_record.max(k.len() + v.map_or(0, <[u8]>::len))
+            }),
+        );
+        let metadata = committed_reader(env, journal).fetch_metadata(None, Duration::from_secs(10)).unwrap();
+        let prefix = format!("{app}-runs-");
+        let (mut runs_state_bytes, mut tracked_jobs) = (0, 0);
+        for t in metadata
+            .topics()
+            .iter()
+            .map(|t| t.name())
+            .filter(|t| t.starts_with(&prefix) && t.ends_with("-changelog"))
+        {
+            let mut latest: HashMap<Vec<u8>, usize> = HashMap::new();
+            records(
+                t,
+                Box::new(|k, v| match v {
+                    Some(v) => {
+                        latest.insert(k.to_vec(), k.len() + v.len());
+                    }
+                    None => {
+                        latest.remove(k);
+                    }
+                }),
+            );
+            runs_state_bytes += latest.values().sum::<usize>();
+            if t.ends_with("-jobs-changelog") {
+                tracked_jobs = latest.len();
+            }
+        }
+        Self { largest_journal_record, runs_state_bytes, tracked_jobs }
+    }
+}
+
 struct Restored {
     records: u64,
     secs: f64,
@@ -933,7 +1069,7 @@ struct Restored {
 /// Starts a fresh instance of the same application: it restores every store of every task
 /// from the changelogs before it reads input (the stages log one line per assignment).
 fn restore_all(env: &Env, pipeline: &Path, stages: usize) -> Restored {
-    let mut inst = Instance::start(env, pipeline, "b");
+    let mut inst = Instance::start(env, pipeline, "restore");
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         inst.check_running();
@@ -1303,6 +1439,35 @@ fn in_memory(codec: &Codec, config: &PipelineConfig, stages: &[StageConfig], obs
 // ---------------------------------------------------------------------------------------
 
 /// Prints the headline figures of the previous run beside this one's.
+/// The headline figures of `now` (fleet `name`) beside the medium fleet's last run.
+fn beside(medium: &Json, now: &Json, name: &str) {
+    let rows: [(&str, &[&str]); 10] = [
+        ("observations", &["driver", "observations"]),
+        ("publish, records/s", &["publish", "records_per_sec"]),
+        ("publish ÷ ProducerPerformance", &["publish", "share_of_producer_performance"]),
+        ("process, exactly once, observations/s", &["process", "observations_per_sec"]),
+        ("process ÷ ProducerPerformance", &["process", "share_of_producer_performance"]),
+        ("process peak RSS, MiB", &["process", "peak_rss_bytes"]),
+        ("p99 latency, ms", &["process", "latency", "p99_ms"]),
+        ("journal bytes per run filed", &["driver", "journal_bytes_per_run"]),
+        ("state per tracked Job on Kafka, B", &["process", "state_bytes_per_tracked_job_on_kafka"]),
+        ("restore, records/s", &["restore", "records_per_sec"]),
+    ];
+    let at = |j: &Json, path: &[&str]| path.iter().fold(j, |j, k| &j[*k]).as_f64();
+    println!("\n{name} fleet beside the medium fleet's last run (.cache/bench/suite-latest-medium.json):");
+    println!("  {:<40} {:>14} {:>14}", "", "medium", name);
+    for (label, path) in rows {
+        let scale = if label.contains("MiB") { 1.0 / 1_048_576.0 } else { 1.0 };
+        let show = |v: Option<f64>| {
+            v.map_or(
+                "-".to_owned(),
+                |v| if v < 10.0 { format!("{v:.2}") } else { format!("{:.0}", v * scale) },
+            )
+        };
+        println!("  {label:<40} {:>14} {:>14}", show(at(medium, path)), show(at(now, path)));
+    }
+}
+
 fn compare(previous: &Json, now: &Json) {
     let paths = [
         ("producer_performance", "records_per_sec"),
