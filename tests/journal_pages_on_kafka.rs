@@ -12,7 +12,8 @@
 //! * its records equal `replay`'s of the same trace (the in-memory driver), record for record;
 //! * a reader rebuilds from the summary and pages exactly the runs filed (`job-run-facts.v1`),
 //!   each run written in exactly one page;
-//! * the late run re-opened the window with one page (holding only it) and one summary.
+//! * the late run re-opened the window with one page (holding only it) and one summary;
+//! * `kubefacts tail` decodes every part, its Avro key included.
 
 #[cfg(not(feature = "failpoints"))]
 compile_error!(
@@ -218,6 +219,17 @@ fn a_window_of_20_000_runs_goes_through_the_broker_in_bounded_append_only_parts(
     let late_uid = format!("0b000000-0000-4000-8000-{RUNS:012}");
     let uids: Vec<&str> = late_page.page.as_ref().unwrap().runs.iter().map(|r| r.run_uid.as_str()).collect();
     assert_eq!(uids, [late_uid.as_str()]);
+    // `kubefacts tail` decodes both parts, keys included.
+    let tail = kubefacts_ok(&["tail", "--topic", &topic, "--from-beginning", "--until-idle", "--bootstrap", bootstrap]);
+    let lines: Vec<serde_json::Value> = tail.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), records.len(), "{}", tail.stderr);
+    for l in &lines {
+        assert_eq!(l["schema"], "io.kubefacts.v2.JobRunWindowPart", "{l}");
+        let part = l["key"]["part"].as_i64().expect("an Avro key with its part");
+        assert_eq!(l["value"]["part"].as_i64(), Some(part));
+        assert_eq!(l["value"]["summary"].is_object(), part == 0, "{l}");
+        assert_eq!(l["value"]["page"].is_object(), part > 0, "{l}");
+    }
     println!(
         "{} records ({} pages, up to {most} per emission, largest {} B) for {} runs; passed after {:?}",
         records.len(),
