@@ -16,6 +16,7 @@
 //! See `docs/TRACE_FORMAT.md`.
 
 mod error;
+pub mod minimal;
 mod session;
 
 use std::io::{BufRead, Write};
