@@ -182,23 +182,23 @@ fn serde_reason(e: &serde_json::Error) -> String {
 }
 
 /// Decodes one Kubernetes object (a JSON object's text) into its allowlisted type.
-fn decode_object(line: usize, raw: &RawValue) -> Result<MinimalObject, TraceError> {
+fn decode_object(line: usize, raw: &str) -> Result<MinimalObject, TraceError> {
     let unsupported =
         |api_version: String, kind: String| TraceError::UnsupportedKind { line, api_version, kind };
     let invalid = |kind: &str, reason| TraceError::InvalidObject { line, kind: kind.to_owned(), reason };
     // `apiVersion` and `kind` come first in what the API server and kubectl write: one
     // pass then decodes the rest. Otherwise they are read first, then the object.
     let mut seen = KindSeen::default();
-    let mut de = serde_json::Deserializer::from_str(raw.get());
+    let mut de = serde_json::Deserializer::from_str(raw);
     match serde::de::DeserializeSeed::deserialize(&mut seen, &mut de) {
         Ok(Some(object)) => Ok(object),
         Ok(None) if seen.ordered => Err(unsupported(seen.api_version, seen.kind)),
         Ok(None) => {
             let head: TypeHead =
-                serde_json::from_str(raw.get()).map_err(|e| invalid("object", serde_reason(&e)))?;
+                serde_json::from_str(raw).map_err(|e| invalid("object", serde_reason(&e)))?;
             let text = |v: &Option<Json>| v.as_ref().and_then(Json::as_str).unwrap_or("").to_owned();
             let (api_version, kind) = (text(&head.api_version), text(&head.kind));
-            let mut de = serde_json::Deserializer::from_str(raw.get());
+            let mut de = serde_json::Deserializer::from_str(raw);
             match decode_as(&api_version, &kind, &mut de) {
                 Some(r) => r.map_err(|e| invalid(&kind, serde_reason(&e))),
                 None => Err(unsupported(api_version, kind)),
@@ -350,30 +350,56 @@ impl<R: BufRead> TraceReader<R> {
     /// Parses what `buf` holds: complete values become entries; an incomplete tail stays.
     fn parse_buf(&mut self) {
         self.scan = Nesting::default();
-        // Each value is split off as raw text, then decoded straight into its entry.
-        let mut values = serde_json::Deserializer::from_slice(&self.buf).into_iter::<&RawValue>();
-        let mut consumed = 0;
-        let mut failed = None;
-        let start = self.buf_start;
-        let keys = self.keys.clone();
+        let (start, keys) = (self.buf_start, self.keys.clone());
+        // Fast path: each value's few top-level fields are read as it is split off, its
+        // object kept as raw text and decoded straight into its allowlisted type.
+        let mut heads = serde_json::Deserializer::from_slice(&self.buf).into_iter::<Head>();
+        let (mut consumed, mut done) = (0, 0usize);
+        let mut fast_ok = true;
         loop {
-            match values.next() {
-                Some(Ok(v)) => {
-                    consumed = values.byte_offset();
-                    let entries = match &keys {
-                        Some(keys) => minimal::keeping(keys, || parse_raw(start, v)),
-                        None => parse_raw(start, v),
-                    };
+            match heads.next() {
+                Some(Ok(head)) => {
+                    let end = heads.byte_offset();
+                    // Lines are checked UTF-8 as they are read.
+                    let whole = std::str::from_utf8(&self.buf[consumed..end]).unwrap_or_default();
+                    let entries = in_scope(&keys, || parse_head(start, head, whole));
                     self.pending.extend(entries.into_iter().map(|r| (start, r)));
+                    (consumed, done) = (end, done + 1);
                 }
                 Some(Err(e)) if e.is_eof() => break,
-                Some(Err(e)) => {
-                    failed = Some(e);
+                Some(Err(_)) => {
+                    fast_ok = false;
                     break;
                 }
                 None => {
                     consumed = self.buf.len();
                     break;
+                }
+            }
+        }
+        let mut failed = None;
+        if !fast_ok {
+            // A value that is not an object, or broken: split the values off as raw text
+            // (after those already read) for the error the slow path names.
+            let mut values = serde_json::Deserializer::from_slice(&self.buf).into_iter::<&RawValue>();
+            let mut skipped = 0;
+            loop {
+                match values.next() {
+                    Some(Ok(_)) if skipped < done => skipped += 1,
+                    Some(Ok(v)) => {
+                        consumed = values.byte_offset();
+                        let entries = in_scope(&keys, || parse_raw(start, v));
+                        self.pending.extend(entries.into_iter().map(|r| (start, r)));
+                    }
+                    Some(Err(e)) if e.is_eof() => break,
+                    Some(Err(e)) => {
+                        failed = Some(e);
+                        break;
+                    }
+                    None => {
+                        consumed = self.buf.len();
+                        break;
+                    }
                 }
             }
         }
@@ -453,6 +479,14 @@ impl<R: BufRead> Iterator for TraceReader<R> {
                 self.parse_buf();
             }
         }
+    }
+}
+
+/// `f` with `keys` kept by the objects it decodes (`None`: every key).
+fn in_scope<T>(keys: &Option<Arc<KeptKeys>>, f: impl FnOnce() -> T) -> T {
+    match keys {
+        Some(keys) => minimal::keeping(keys, f),
+        None => f(),
     }
 }
 
@@ -584,11 +618,19 @@ pub fn parse_raw(line: usize, raw: &RawValue) -> Vec<Result<MinimalEntry, TraceE
     if !raw.get().starts_with('{') {
         return vec![Err(not_object("(value)", raw))];
     }
-    let v: Head = match serde_json::from_str(raw.get()) {
-        Ok(head) => head,
-        Err(e) => {
-            return vec![Err(TraceError::InvalidField { line, field: "(value)", reason: serde_reason(&e) })];
-        }
+    match serde_json::from_str(raw.get()) {
+        Ok(head) => parse_head(line, head, raw.get()),
+        Err(e) => vec![Err(TraceError::InvalidField { line, field: "(value)", reason: serde_reason(&e) })],
+    }
+}
+
+/// The entries of one trace value whose top-level fields are `v` and whose whole text is
+/// `whole` (a bare object is decoded from it).
+fn parse_head(line: usize, v: Head, whole: &str) -> Vec<Result<MinimalEntry, TraceError>> {
+    let not_object = |field, raw: &RawValue| TraceError::InvalidField {
+        line,
+        field,
+        reason: format!("expected an object, found {}", raw_kind(raw)),
     };
     let observed_at_ms = match observed_at(line, v.observed_at.as_ref()) {
         Ok(t) => t,
@@ -614,7 +656,7 @@ pub fn parse_raw(line: usize, raw: &RawValue) -> Vec<Result<MinimalEntry, TraceE
                 Some(o) if o.get().starts_with('{') => o,
                 Some(other) => return vec![Err(not_object("object", other))],
             };
-            vec![decode_object(line, object).and_then(|o| {
+            vec![decode_object(line, object.get()).and_then(|o| {
                 entry(if action == "DELETED" { TraceEvent::Deleted(o) } else { TraceEvent::Applied(o) })
             })]
         }
@@ -696,13 +738,13 @@ pub fn parse_raw(line: usize, raw: &RawValue) -> Vec<Result<MinimalEntry, TraceE
                     if !item.get().starts_with('{') {
                         return Err(not_object("items[]", item));
                     }
-                    decode_object(line, item).and_then(|o| entry(TraceEvent::Applied(o)))
+                    decode_object(line, item.get()).and_then(|o| entry(TraceEvent::Applied(o)))
                 })
                 .collect()
         }
         // A bare object: its `observed_at` is one more field the object's type skips.
         None if v.kind.is_some() => {
-            vec![decode_object(line, raw).and_then(|o| entry(TraceEvent::Applied(o)))]
+            vec![decode_object(line, whole).and_then(|o| entry(TraceEvent::Applied(o)))]
         }
         None => vec![Err(TraceError::MissingField { line, field: "type" })],
     }
