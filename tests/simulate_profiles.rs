@@ -7,8 +7,10 @@ use std::{
     process::Command,
 };
 
-use k8s_openapi::api::{batch::v1::Job, core::v1::Pod};
-use kubefacts::trace::{self, KubeObject, SessionState, TraceEvent};
+use kubefacts::trace::{
+    self, MinimalObject, SessionState, TraceEvent,
+    minimal::{Job, Pod},
+};
 
 fn simulate(profile: &str, seed: u64, hours: Option<u32>) -> Vec<u8> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubefacts"));
@@ -81,13 +83,13 @@ fn the_small_profile_shows_every_behaviour() {
         o.as_ref().and_then(|a| a.get("kubefacts.io/exclude")).is_some_and(|v| v == "true")
     };
     for e in &entries {
-        let uid_of = |o: &KubeObject| -> (&'static str, String) {
+        let uid_of = |o: &MinimalObject| -> (&'static str, String) {
             let meta = match o {
-                KubeObject::Pod(p) => &p.metadata,
-                KubeObject::Job(j) => &j.metadata,
-                KubeObject::CronJob(c) => &c.metadata,
-                KubeObject::Lease(l) => &l.metadata,
-                KubeObject::Namespace(n) => &n.metadata,
+                MinimalObject::Pod(p) => &p.metadata,
+                MinimalObject::Job(j) => &j.metadata,
+                MinimalObject::CronJob(c) => &c.metadata,
+                MinimalObject::Lease(l) => &l.metadata,
+                MinimalObject::Namespace(n) => &n.metadata,
             };
             (o.kind(), meta.uid.clone().unwrap_or_default())
         };
@@ -116,17 +118,19 @@ fn the_small_profile_shows_every_behaviour() {
                     existing.insert(uid_of(o));
                 }
                 match o {
-                    KubeObject::Job(j) => {
+                    MinimalObject::Job(j) => {
                         jobs.insert(j.metadata.uid.clone().unwrap(), (**j).clone());
                     }
-                    KubeObject::Pod(p) => {
+                    MinimalObject::Pod(p) => {
                         record_exits(p, &mut exits);
                         if p.metadata.labels.as_ref().is_some_and(|l| l.contains_key("kubefacts.io/session"))
                         {
                             session_pods += 1;
                         }
                     }
-                    KubeObject::Lease(l) if l.metadata.name.as_deref() == Some("kube-controller-manager") => {
+                    MinimalObject::Lease(l)
+                        if l.metadata.name.as_deref() == Some("kube-controller-manager") =>
+                    {
                         let spec = l.spec.clone().unwrap_or_default();
                         kcm_renewals.push((
                             spec.renew_time.map(|t| t.0.as_millisecond()).unwrap_or_default(),
@@ -134,8 +138,8 @@ fn the_small_profile_shows_every_behaviour() {
                             spec.lease_transitions.unwrap_or_default(),
                         ));
                     }
-                    KubeObject::Namespace(n) => opted_out_namespace |= annotated(&n.metadata.annotations),
-                    KubeObject::CronJob(c) => {
+                    MinimalObject::Namespace(n) => opted_out_namespace |= annotated(&n.metadata.annotations),
+                    MinimalObject::CronJob(c) => {
                         opted_out_cronjob |= annotated(&c.metadata.annotations);
                         if c.metadata.namespace.as_deref() == Some("batch-ops") {
                             scenario_cronjobs.insert(c.metadata.name.clone().unwrap_or_default());
@@ -146,7 +150,7 @@ fn the_small_profile_shows_every_behaviour() {
             }
             TraceEvent::Deleted(o) => {
                 existing.remove(&uid_of(o));
-                if let KubeObject::Job(j) = o {
+                if let MinimalObject::Job(j) = o {
                     deleted_jobs.push((**j).clone());
                 }
             }

@@ -2,7 +2,7 @@
 //! Job updates and two Pods with three updates each, real-shaped (env, args, messages
 //! included) — what the API sends a watcher.
 
-use kubefacts::trace::{self, TraceEntry};
+use kubefacts::trace::{self, MinimalEntry};
 use serde_json::{Value, json};
 
 /// Namespaces in the synthetic cluster.
@@ -14,7 +14,7 @@ pub fn uid(kind: u32, n: usize) -> String {
     format!("{kind:08x}-0000-4000-8000-{n:012}")
 }
 
-pub fn entry(at: i64, ty: &str, object: Value) -> TraceEntry {
+pub fn entry(at: i64, ty: &str, object: Value) -> MinimalEntry {
     trace::parse_value(0, json!({"type": ty, "observed_at": at, "object": object}))
         .remove(0)
         .expect("valid entry")
@@ -22,7 +22,7 @@ pub fn entry(at: i64, ty: &str, object: Value) -> TraceEntry {
 
 /// A cluster's watch events: namespaces, CronJobs, and per Job three Job updates and two
 /// Pods with three updates each — the shapes (env, args, messages included) the API sends.
-pub fn synthetic_trace(jobs: usize) -> Vec<TraceEntry> {
+pub fn synthetic_trace(jobs: usize) -> Vec<MinimalEntry> {
     let t0 = 1_795_946_400_000i64;
     let mut out = Vec::with_capacity(jobs * 9 + NAMESPACES + CRONJOBS);
     for n in 0..NAMESPACES {

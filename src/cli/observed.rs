@@ -14,7 +14,7 @@ use anyhow::Context;
 use super::progress::CountingRead;
 use kubefacts::{
     observe::{Observation, Observer},
-    trace::{self, TraceEntry, TraceError, TraceReader},
+    trace::{self, MinimalEntry, TraceEntry, TraceError, TraceReader},
 };
 
 /// A trace file being read (`-`: standard input), streamed: traces of large clusters are
@@ -77,7 +77,7 @@ pub(super) struct Observed<'a, I> {
 
 impl<'a, I> Observed<'a, I>
 where
-    I: Iterator<Item = Result<TraceEntry, TraceError>>,
+    I: Iterator<Item = Result<MinimalEntry, TraceError>>,
 {
     pub(super) fn new(verb: &'static str, entries: I, observer: &'a mut Observer) -> Self {
         Self {
@@ -146,7 +146,7 @@ where
 
 impl<I> Iterator for Observed<'_, I>
 where
-    I: Iterator<Item = Result<TraceEntry, TraceError>>,
+    I: Iterator<Item = Result<MinimalEntry, TraceError>>,
 {
     type Item = Vec<Observation>;
 

@@ -56,7 +56,8 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     let mut progress = Progress::new("publish", "observations", trace.total_bytes, true);
     let (read_bytes, mut published) = (trace.read_bytes.clone(), 0u64);
     let lines = trace.entries.entry_line();
-    let mut observed = Observed::new("publish", trace.entries, &mut observer).with_lines(lines);
+    let mut observed = Observed::new("publish", trace.entries.keeping(observer.kept_keys()), &mut observer)
+        .with_lines(lines);
     for batch in &mut observed {
         for obs in &batch {
             oldest.check(obs)?;

@@ -63,7 +63,8 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let mut progress = Progress::new("replay: observing", "observations", trace.total_bytes, true);
     let (read_bytes, mut observations) = (trace.read_bytes.clone(), 0u64);
     let lines = trace.entries.entry_line();
-    let mut observed = Observed::new("replay", trace.entries, &mut observer).with_lines(lines);
+    let mut observed =
+        Observed::new("replay", trace.entries.keeping(observer.kept_keys()), &mut observer).with_lines(lines);
     for batch in &mut observed {
         for obs in &batch {
             inputs.push(obs)?;

@@ -44,7 +44,7 @@ pub use model::{
 use crate::{
     codec::{CodecError, RecordWriter},
     observe::topics::TopicsConfig,
-    trace::{KubeObject, TraceEntry, TraceEvent},
+    trace::{KeptKeys, MinimalEntry, MinimalObject, TraceEvent},
 };
 
 /// The input topics observations are published to.
@@ -252,7 +252,7 @@ pub fn pod_routing_key<'a>(pod: &'a Pod, session_label: &str) -> &'a str {
 /// used as given, except that snapshot markers carry their own epoch; callers advance
 /// `source.epoch` at SNAPSHOT_BEGIN ([`Observer`] does).
 pub fn observe(
-    entry: &TraceEntry,
+    entry: &MinimalEntry,
     source: &Source,
     cfg: &MinimizeConfig,
 ) -> Result<Vec<Observation>, ObserveError> {
@@ -261,7 +261,7 @@ pub fn observe(
 
 /// [`observe`], stamping the observations `at` (the entry's time, or later: [`Observer`]).
 pub fn observe_at(
-    entry: &TraceEntry,
+    entry: &MinimalEntry,
     at: i64,
     source: &Source,
     cfg: &MinimizeConfig,
@@ -293,33 +293,33 @@ pub fn observe_at(
     };
     let (source, observed_at) = (source.clone(), at);
     let observation = match object {
-        KubeObject::Pod(pod) => {
+        MinimalObject::Pod(pod) => {
             let pod = minimize::pod(pod, cfg)?;
             let key = pod_routing_key(&pod, &cfg.session_label).to_owned();
             let pod = Some(pod);
             keyed(key, ObservationRecord::Pod(PodObservation { source, observed_at, event, pod }))
         }
-        KubeObject::Job(job) => {
+        MinimalObject::Job(job) => {
             let job = minimize::job(job, cfg)?;
             let key = job.meta.uid.clone();
             let job = Some(job);
             keyed(key, ObservationRecord::Job(JobObservation { source, observed_at, event, job }))
         }
-        KubeObject::CronJob(cronjob) => {
+        MinimalObject::CronJob(cronjob) => {
             let cronjob = minimize::cronjob(cronjob, cfg)?;
             let key = cronjob.meta.uid.clone();
             let cronjob = Some(cronjob);
             let record = CronJobObservation { source, observed_at, event, cronjob };
             keyed(key, ObservationRecord::CronJob(record))
         }
-        KubeObject::Lease(lease) => {
+        MinimalObject::Lease(lease) => {
             let lease = minimize::lease(lease, cfg)?;
             let key = format!("{}/{}", lease.meta.namespace, lease.meta.name);
             let lease = Some(lease);
             let record = LeaseObservation { source, observed_at, event, lease };
             keyed(key, ObservationRecord::Lease(record))
         }
-        KubeObject::Namespace(_) => return Ok(Vec::new()),
+        MinimalObject::Namespace(_) => return Ok(Vec::new()),
     };
     Ok(vec![observation])
 }
@@ -382,13 +382,19 @@ impl Observer {
     /// Passes `entry` through admission and observes what it releases — nothing, this
     /// entry, or earlier held ones with it — in order. Each result is one released entry;
     /// an error rejects that entry only.
-    pub fn admit(&mut self, entry: TraceEntry) -> Vec<Result<Vec<Observation>, ObserveError>> {
+    pub fn admit(&mut self, entry: impl Into<MinimalEntry>) -> Vec<Result<Vec<Observation>, ObserveError>> {
         self.admission.offer(entry).iter().map(|e| self.observe(e)).collect()
     }
 
     /// End of input: what is still held is excluded as unresolved (and counted).
     pub fn finish(&mut self) {
         self.admission.finish();
+    }
+
+    /// The label and annotation keys decoding must keep for this observer: what it
+    /// copies and what its admission reads ([`MinimizeConfig::kept_keys`]).
+    pub fn kept_keys(&self) -> std::sync::Arc<KeptKeys> {
+        self.cfg.kept_keys(self.admission.config())
     }
 
     /// The source records are published with now.
@@ -402,7 +408,7 @@ impl Observer {
     /// follows on its partitions (docs/RUNTIME.md, "Watermarks across tasks"), so an entry
     /// released after it with a time not past `T` — observed in the same millisecond, or
     /// held by admission meanwhile — is stamped `T + 1`; heartbeats never go back in time.
-    pub fn observe(&mut self, entry: &TraceEntry) -> Result<Vec<Observation>, ObserveError> {
+    pub fn observe(&mut self, entry: &MinimalEntry) -> Result<Vec<Observation>, ObserveError> {
         if let TraceEvent::SnapshotBegin { epoch, .. } = entry.event {
             self.source.epoch = self.source.epoch.max(epoch);
         }

@@ -7,7 +7,7 @@ use serde_json::Value as Json;
 use super::model::*;
 use super::*;
 use crate::codec::{Codec, Framing};
-use crate::trace::{SessionPod, SessionRecord};
+use crate::trace::{KubeObject, SessionPod, SessionRecord, TraceEntry};
 
 // ---------------------------------------------------------------- fixture builders
 
@@ -200,6 +200,48 @@ fn applied(object: KubeObject) -> TraceEntry {
     entry(1_000, TraceEvent::Applied(object))
 }
 
+/// [`super::observe`] of a whole-object entry, decoded as the reader would.
+fn observe(
+    entry: &TraceEntry,
+    source: &Source,
+    cfg: &MinimizeConfig,
+) -> Result<Vec<Observation>, ObserveError> {
+    super::observe(&entry.clone().into(), source, cfg)
+}
+
+/// Minimization both ways: from the allowlisted objects (what runs) and from the whole
+/// k8s-openapi objects ([`minimize::openapi`], the path before decoding was allowlisted).
+/// Every test below that minimizes checks the two agree, errors included.
+mod both {
+    use k8s_openapi::api::{batch::v1 as batch, coordination::v1 as coordination, core::v1 as core};
+
+    use super::super::{MinimizeConfig, ObserveError, minimize, model};
+
+    fn agree<T: PartialEq + std::fmt::Debug>(
+        new: Result<T, ObserveError>,
+        old: Result<T, ObserveError>,
+    ) -> Result<T, ObserveError> {
+        assert_eq!(new, old, "the allowlisted path and the k8s-openapi path differ");
+        new
+    }
+
+    pub fn pod(p: &core::Pod, cfg: &MinimizeConfig) -> Result<model::Pod, ObserveError> {
+        agree(minimize::pod(&p.into(), cfg), minimize::openapi::pod(p, cfg))
+    }
+
+    pub fn job(j: &batch::Job, cfg: &MinimizeConfig) -> Result<model::Job, ObserveError> {
+        agree(minimize::job(&j.into(), cfg), minimize::openapi::job(j, cfg))
+    }
+
+    pub fn cronjob(c: &batch::CronJob, cfg: &MinimizeConfig) -> Result<model::CronJob, ObserveError> {
+        agree(minimize::cronjob(&c.into(), cfg), minimize::openapi::cronjob(c, cfg))
+    }
+
+    pub fn lease(l: &coordination::Lease, cfg: &MinimizeConfig) -> Result<model::Lease, ObserveError> {
+        agree(minimize::lease(&l.into(), cfg), minimize::openapi::lease(l, cfg))
+    }
+}
+
 fn observe_one(entry: &TraceEntry) -> Observation {
     let mut out = observe(entry, &source(), &MinimizeConfig::default()).expect("observes");
     assert_eq!(out.len(), 1, "{out:?}");
@@ -207,7 +249,7 @@ fn observe_one(entry: &TraceEntry) -> Observation {
 }
 
 fn minimized_pod(p: core::Pod) -> Pod {
-    minimize::pod(&p, &MinimizeConfig::default()).expect("minimizes")
+    both::pod(&p, &MinimizeConfig::default()).expect("minimizes")
 }
 
 // ---------------------------------------------------------------- the allowlist guard
@@ -316,7 +358,7 @@ fn minimized_records_carry_nothing_outside_the_allowlist() {
     // The fixture really carries every kind of secret the guard looks for.
     assert!(leaks(&input).len() >= 20, "{:?}", leaks(&input));
 
-    let pod = minimize::pod(&input, &cfg).unwrap();
+    let pod = both::pod(&input, &cfg).unwrap();
     assert_eq!(leaks(&pod), Vec::<String>::new());
     // What is allowlisted does arrive.
     assert_eq!(pod.meta.labels, BTreeMap::from([("kubefacts.io/session".into(), "s-1".into())]));
@@ -334,23 +376,23 @@ fn minimized_records_carry_nothing_outside_the_allowlist() {
         ..Default::default()
     });
     assert!(!leaks(&j).is_empty());
-    assert_eq!(leaks(&minimize::job(&j, &cfg).unwrap()), Vec::<String>::new());
+    assert_eq!(leaks(&both::job(&j, &cfg).unwrap()), Vec::<String>::new());
 
     let mut c = cronjob("nightly", &uid(3));
     c.spec.as_mut().unwrap().job_template.spec = j.spec.clone();
     assert!(!leaks(&c).is_empty());
-    assert_eq!(leaks(&minimize::cronjob(&c, &cfg).unwrap()), Vec::<String>::new());
+    assert_eq!(leaks(&both::cronjob(&c, &cfg).unwrap()), Vec::<String>::new());
 }
 
 #[test]
 fn the_allowlist_guard_catches_a_copied_field() {
     let input = leaky_pod();
-    let mut pod = minimize::pod(&input, &MinimizeConfig::default()).unwrap();
+    let mut pod = both::pod(&input, &MinimizeConfig::default()).unwrap();
     // Simulate a minimizer that copied the image into a shipped field.
     pod.containers[0].requests_cpu = input.spec.as_ref().unwrap().containers[0].image.clone();
     assert_eq!(leaks(&pod).len(), 1, "the guard must see a leaked value");
     // And one that copied every label.
-    let mut pod = minimize::pod(&input, &MinimizeConfig::default()).unwrap();
+    let mut pod = both::pod(&input, &MinimizeConfig::default()).unwrap();
     pod.meta.labels = input.metadata.labels.clone().unwrap();
     assert_eq!(leaks(&pod).len(), 1);
 }
@@ -472,7 +514,7 @@ fn pod_phases_and_condition_statuses_map_to_the_schema_enums() {
 #[test]
 fn job_counters_default_to_zero_and_uncounted_pods_are_counted() {
     let cfg = MinimizeConfig::default();
-    let j = minimize::job(&job("j", &uid(1)), &cfg).unwrap();
+    let j = both::job(&job("j", &uid(1)), &cfg).unwrap();
     assert_eq!(
         (j.status.active, j.status.succeeded, j.status.failed, j.status.ready),
         (Some(0), Some(0), Some(0), None)
@@ -501,7 +543,7 @@ fn job_counters_default_to_zero_and_uncounted_pods_are_counted() {
         ]),
         ..Default::default()
     });
-    let s = minimize::job(&k, &cfg).unwrap();
+    let s = both::job(&k, &cfg).unwrap();
     assert_eq!(
         s.owner_cronjob,
         Some(OwnerReference { kind: "CronJob".into(), name: "nightly".into(), uid: uid(3) })
@@ -538,7 +580,7 @@ fn job_counters_default_to_zero_and_uncounted_pods_are_counted() {
 fn a_job_controlled_by_something_else_has_no_owner_cronjob() {
     let mut j = job("j", &uid(1));
     j.metadata.owner_references = Some(vec![controlled_by("Workflow", "wf", &uid(2))]);
-    assert_eq!(minimize::job(&j, &MinimizeConfig::default()).unwrap().owner_cronjob, None);
+    assert_eq!(both::job(&j, &MinimizeConfig::default()).unwrap().owner_cronjob, None);
 }
 
 #[test]
@@ -597,7 +639,7 @@ fn container_terminations_map_state_and_last_state() {
 
 #[test]
 fn cronjobs_and_leases_copy_their_fields() {
-    let c = minimize::cronjob(&cronjob("c", &uid(1)), &MinimizeConfig::default()).unwrap();
+    let c = both::cronjob(&cronjob("c", &uid(1)), &MinimizeConfig::default()).unwrap();
     assert_eq!(
         (c.schedule.as_str(), c.time_zone.as_deref(), c.suspend),
         ("0 * * * *", Some("Europe/Berlin"), false)
@@ -611,7 +653,7 @@ fn cronjobs_and_leases_copy_their_fields() {
         }
     );
 
-    let l = minimize::lease(&lease(), &MinimizeConfig::default()).unwrap();
+    let l = both::lease(&lease(), &MinimizeConfig::default()).unwrap();
     assert_eq!(l.acquire_time, Some(ms("2026-11-29T08:00:00.123Z")), "MicroTime truncates to ms");
     assert_eq!(l.renew_time, Some(ms("2026-11-29T10:00:10.999Z")));
     assert_eq!(
@@ -665,10 +707,11 @@ fn markers_fan_out_with_no_key() {
 #[test]
 fn the_observer_carries_the_snapshot_epoch_forward() {
     let mut observer = Observer::new(Source { epoch: 0, ..source() }, MinimizeConfig::default());
-    observer.observe(&entry(1, TraceEvent::SnapshotBegin { epoch: 2, kinds: None })).unwrap();
-    let o = observer.observe(&applied(KubeObject::Job(Box::new(job("j", &uid(1)))))).unwrap();
+    observer.observe(&entry(1, TraceEvent::SnapshotBegin { epoch: 2, kinds: None }).into()).unwrap();
+    let o = observer.observe(&applied(KubeObject::Job(Box::new(job("j", &uid(1))))).into()).unwrap();
     assert_eq!(o[0].record.source().epoch, 2);
-    let stale = observer.observe(&entry(2, TraceEvent::SnapshotBegin { epoch: 1, kinds: None })).unwrap();
+    let stale =
+        observer.observe(&entry(2, TraceEvent::SnapshotBegin { epoch: 1, kinds: None }).into()).unwrap();
     assert_eq!(
         (stale[0].record.source().epoch, observer.source().epoch),
         (1, 2),
@@ -681,17 +724,17 @@ fn objects_without_identity_are_errors_not_panics() {
     let cfg = MinimizeConfig::default();
     let mut no_uid = pod("p", &uid(1));
     no_uid.metadata.uid = None;
-    let err = minimize::pod(&no_uid, &cfg).unwrap_err();
+    let err = both::pod(&no_uid, &cfg).unwrap_err();
     assert_eq!((err.reason(), err.kind()), ("missing_identity", "Pod"));
     assert!(err.to_string().contains("metadata.uid"), "{err}");
 
     let mut no_ns = job("j", &uid(1));
     no_ns.metadata.namespace = Some(String::new());
-    assert_eq!(minimize::job(&no_ns, &cfg).unwrap_err().reason(), "missing_identity");
+    assert_eq!(both::job(&no_ns, &cfg).unwrap_err().reason(), "missing_identity");
 
     let mut no_name = lease();
     no_name.metadata.name = None;
-    assert_eq!(minimize::lease(&no_name, &cfg).unwrap_err().reason(), "missing_identity");
+    assert_eq!(both::lease(&no_name, &cfg).unwrap_err().reason(), "missing_identity");
 
     for bad in [
         "not-a-uid",
@@ -699,15 +742,15 @@ fn objects_without_identity_are_errors_not_panics() {
         "00000000-0000-4000-8000-0000000000AB",
         "000000000000400080000000000000ab",
     ] {
-        let err = minimize::pod(&pod("p", bad), &cfg).unwrap_err();
+        let err = both::pod(&pod("p", bad), &cfg).unwrap_err();
         assert_eq!(err.reason(), "invalid_uid", "{bad}");
     }
     let bad_owner = owned(pod("p", &uid(1)), controlled_by("Job", "j", "JOB"));
-    assert_eq!(minimize::pod(&bad_owner, &cfg).unwrap_err().reason(), "invalid_uid");
+    assert_eq!(both::pod(&bad_owner, &cfg).unwrap_err().reason(), "invalid_uid");
 
     let mut no_spec = cronjob("c", &uid(1));
     no_spec.spec = None;
-    assert_eq!(minimize::cronjob(&no_spec, &cfg).unwrap_err().reason(), "missing_field");
+    assert_eq!(both::cronjob(&no_spec, &cfg).unwrap_err().reason(), "missing_field");
 
     let err = observe(&entry(1, TraceEvent::Session(session_record(""))), &source(), &cfg).unwrap_err();
     assert_eq!((err.reason(), err.kind()), ("missing_identity", "Session"));
@@ -1088,4 +1131,63 @@ async fn the_demo_trace_reads_observes_and_round_trips() {
     }
     assert_eq!(observer.source().epoch, 2, "the demo relists once, as epoch 2");
     assert!(InputTopic::ALL.iter().all(|t| per_topic.get(t).is_some_and(|&n| n > 0)), "{per_topic:?}");
+}
+
+// ---------------------------------------------------------------- allowlisted decoding
+
+/// Every object of the demo trace and of an hour of the small simulated fleet, from its
+/// JSON, both ways: decoded into whole k8s-openapi objects and minimized by
+/// [`minimize::openapi`] (the path before decoding was allowlisted), and read by the trace
+/// reader into the allowlisted types and minimized by [`minimize`] (the path now). The
+/// observations must be identical, errors included.
+#[test]
+fn allowlisted_decoding_observes_exactly_what_whole_objects_did() {
+    let cfg = MinimizeConfig::default();
+    let keys = cfg.kept_keys(&AdmissionConfig::default());
+    let mut lines: Vec<String> = DEMO.lines().map(str::to_owned).collect();
+    let profile = crate::simulate::profile("small").unwrap();
+    for e in crate::simulate::simulate(&profile, 1, 1) {
+        let mut line = Vec::new();
+        e.write_line(&mut line).unwrap();
+        lines.push(String::from_utf8(line).unwrap());
+    }
+    let mut compared: BTreeMap<&str, usize> = BTreeMap::new();
+    for line in &lines {
+        let v: Json = serde_json::from_str(line).unwrap();
+        let Some(object) = v.get("object").cloned() else { continue };
+        let read = crate::trace::read(line.as_bytes()).keeping(keys.clone()).next().unwrap().unwrap();
+        let (TraceEvent::Applied(new) | TraceEvent::Deleted(new)) = read.event else { panic!("{line}") };
+        let kind = new.kind();
+        match new {
+            MinimalObject::Pod(new) => {
+                let old: core::Pod = serde_json::from_value(object).unwrap();
+                assert_eq!(minimize::pod(&new, &cfg), minimize::openapi::pod(&old, &cfg), "{line}");
+            }
+            MinimalObject::Job(new) => {
+                let old: batch::Job = serde_json::from_value(object).unwrap();
+                assert_eq!(minimize::job(&new, &cfg), minimize::openapi::job(&old, &cfg), "{line}");
+            }
+            MinimalObject::CronJob(new) => {
+                let old: batch::CronJob = serde_json::from_value(object).unwrap();
+                assert_eq!(minimize::cronjob(&new, &cfg), minimize::openapi::cronjob(&old, &cfg), "{line}");
+            }
+            MinimalObject::Lease(new) => {
+                let old: coordination::Lease = serde_json::from_value(object).unwrap();
+                assert_eq!(minimize::lease(&new, &cfg), minimize::openapi::lease(&old, &cfg), "{line}");
+            }
+            MinimalObject::Namespace(new) => {
+                // Admission reads a Namespace's name and opt-out annotation only.
+                let old: core::Namespace = serde_json::from_value(object).unwrap();
+                assert_eq!(new.metadata.name, old.metadata.name);
+                let opt_out = |a: &Option<BTreeMap<String, String>>| {
+                    a.as_ref().and_then(|a| a.get(admission::DEFAULT_OPT_OUT_ANNOTATION)).cloned()
+                };
+                assert_eq!(opt_out(&new.metadata.annotations), opt_out(&old.metadata.annotations));
+            }
+        }
+        *compared.entry(kind).or_default() += 1;
+    }
+    for kind in ["Pod", "Job", "CronJob", "Lease", "Namespace"] {
+        assert!(compared.get(kind).is_some_and(|&n| n >= 5), "too few {kind}s compared: {compared:?}");
+    }
 }

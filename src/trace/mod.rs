@@ -16,37 +16,47 @@
 //! See `docs/TRACE_FORMAT.md`.
 
 mod error;
+pub mod minimal;
 mod session;
 
-use std::io::{BufRead, Write};
+use std::{
+    io::{BufRead, Write},
+    sync::Arc,
+};
 
 use k8s_openapi::api::{
     batch::v1::{CronJob, Job},
     coordination::v1::Lease,
     core::v1::{Namespace, Pod},
 };
-use serde::Deserialize;
-use serde_json::{Value as Json, json};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Value as Json, json, value::RawValue};
 
 pub use error::TraceError;
+pub use minimal::{KeptKeys, Object as MinimalObject};
 pub use session::{SessionPod, SessionRecord, SessionState};
 
-/// One line of a trace.
+/// One line of a trace. Its objects are whole k8s-openapi objects ([`KubeObject`], what
+/// `simulate` renders and writes) or, as read, the allowlisted ones ([`MinimalEntry`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct TraceEntry {
+pub struct TraceEntry<O = KubeObject> {
     /// When the watcher (or host application) observed it, epoch milliseconds.
     pub observed_at_ms: i64,
     /// What was observed.
-    pub event: TraceEvent,
+    pub event: TraceEvent<O>,
 }
+
+/// A trace entry as the reader and the watcher decode it: objects hold only the
+/// allowlisted fields ([`minimal`]). What admission and minimization take.
+pub type MinimalEntry = TraceEntry<MinimalObject>;
 
 /// What a trace line carries.
 #[derive(Debug, Clone, PartialEq)]
-pub enum TraceEvent {
+pub enum TraceEvent<O = KubeObject> {
     /// A Kubernetes object was added or changed (ADDED and MODIFIED are one thing to us).
-    Applied(KubeObject),
+    Applied(O),
     /// A Kubernetes object was deleted; the object is its last state.
-    Deleted(KubeObject),
+    Deleted(O),
     /// Stream time advanced with nothing else to say.
     Heartbeat,
     /// A relist began; objects of older epochs not re-listed before the end are gone.
@@ -97,34 +107,6 @@ impl KubeObject {
         }
     }
 
-    fn from_json(line: usize, object: Json) -> Result<Self, TraceError> {
-        let api_version = object.get("apiVersion").and_then(Json::as_str).unwrap_or("").to_owned();
-        let kind = object.get("kind").and_then(Json::as_str).unwrap_or("").to_owned();
-        let invalid = |e: serde_json::Error| TraceError::InvalidObject {
-            line,
-            kind: kind.clone(),
-            reason: e.to_string(),
-        };
-        Ok(match (api_version.as_str(), kind.as_str()) {
-            ("v1", "Pod") => KubeObject::Pod(Box::new(serde_json::from_value(object).map_err(invalid)?)),
-            ("batch/v1", "Job") => {
-                KubeObject::Job(Box::new(serde_json::from_value(object).map_err(invalid)?))
-            }
-            ("batch/v1", "CronJob") => {
-                KubeObject::CronJob(Box::new(serde_json::from_value(object).map_err(invalid)?))
-            }
-            ("coordination.k8s.io/v1", "Lease") => {
-                KubeObject::Lease(Box::new(serde_json::from_value(object).map_err(invalid)?))
-            }
-            ("v1", "Namespace") => {
-                KubeObject::Namespace(Box::new(serde_json::from_value(object).map_err(invalid)?))
-            }
-            _ => {
-                return Err(TraceError::UnsupportedKind { line, api_version, kind });
-            }
-        })
-    }
-
     fn to_json(&self) -> Json {
         let v = match self {
             KubeObject::Pod(o) => serde_json::to_value(o),
@@ -134,6 +116,154 @@ impl KubeObject {
             KubeObject::Namespace(o) => serde_json::to_value(o),
         };
         v.expect("Kubernetes objects serialize to JSON")
+    }
+}
+
+impl From<&KubeObject> for MinimalObject {
+    /// The allowlisted fields of a whole object, copied (see [`minimal`]).
+    fn from(o: &KubeObject) -> Self {
+        match o {
+            KubeObject::Pod(o) => Self::Pod(Box::new(o.as_ref().into())),
+            KubeObject::Job(o) => Self::Job(Box::new(o.as_ref().into())),
+            KubeObject::CronJob(o) => Self::CronJob(Box::new(o.as_ref().into())),
+            KubeObject::Lease(o) => Self::Lease(Box::new(o.as_ref().into())),
+            KubeObject::Namespace(o) => Self::Namespace(Box::new(o.as_ref().into())),
+        }
+    }
+}
+
+impl From<TraceEntry> for MinimalEntry {
+    /// A simulated or built entry as the reader would have decoded it.
+    fn from(e: TraceEntry) -> Self {
+        let event = match e.event {
+            TraceEvent::Applied(o) => TraceEvent::Applied((&o).into()),
+            TraceEvent::Deleted(o) => TraceEvent::Deleted((&o).into()),
+            TraceEvent::Heartbeat => TraceEvent::Heartbeat,
+            TraceEvent::SnapshotBegin { epoch, kinds } => TraceEvent::SnapshotBegin { epoch, kinds },
+            TraceEvent::SnapshotEnd { epoch, kinds } => TraceEvent::SnapshotEnd { epoch, kinds },
+            TraceEvent::Session(s) => TraceEvent::Session(s),
+        };
+        TraceEntry { observed_at_ms: e.observed_at_ms, event }
+    }
+}
+
+/// Whether kubefacts reads objects of this `apiVersion` and `kind` ([`decode_as`]).
+fn is_read(api_version: &str, kind: &str) -> bool {
+    matches!(
+        (api_version, kind),
+        ("v1", "Pod" | "Namespace") | ("batch/v1", "Job" | "CronJob") | ("coordination.k8s.io/v1", "Lease")
+    )
+}
+
+/// Decodes one Kubernetes object as the kind its `apiVersion` and `kind` name, keeping the
+/// allowlisted fields only; `None` for a kind kubefacts does not read.
+fn decode_as<'de, D: Deserializer<'de>>(
+    api_version: &str,
+    kind: &str,
+    d: D,
+) -> Option<Result<MinimalObject, D::Error>> {
+    use minimal::{CronJob, Job, Lease, Namespace, Pod};
+    Some(match (api_version, kind) {
+        ("v1", "Pod") => Pod::deserialize(d).map(|o| MinimalObject::Pod(Box::new(o))),
+        ("batch/v1", "Job") => Job::deserialize(d).map(|o| MinimalObject::Job(Box::new(o))),
+        ("batch/v1", "CronJob") => CronJob::deserialize(d).map(|o| MinimalObject::CronJob(Box::new(o))),
+        ("coordination.k8s.io/v1", "Lease") => {
+            Lease::deserialize(d).map(|o| MinimalObject::Lease(Box::new(o)))
+        }
+        ("v1", "Namespace") => Namespace::deserialize(d).map(|o| MinimalObject::Namespace(Box::new(o))),
+        _ => return None,
+    })
+}
+
+/// A serde message without serde_json's position (relative to the value, not the input).
+fn serde_reason(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    text.rsplit_once(" at line ").map_or(text.clone(), |(what, _)| what.to_owned())
+}
+
+/// Decodes one Kubernetes object (a JSON object's text) into its allowlisted type.
+fn decode_object(line: usize, raw: &str) -> Result<MinimalObject, TraceError> {
+    let unsupported =
+        |api_version: String, kind: String| TraceError::UnsupportedKind { line, api_version, kind };
+    let invalid = |kind: &str, reason| TraceError::InvalidObject { line, kind: kind.to_owned(), reason };
+    // `apiVersion` and `kind` come first in what the API server and kubectl write: one
+    // pass then decodes the rest. Otherwise they are read first, then the object.
+    let mut seen = KindSeen::default();
+    let mut de = serde_json::Deserializer::from_str(raw);
+    match serde::de::DeserializeSeed::deserialize(&mut seen, &mut de) {
+        Ok(Some(object)) => Ok(object),
+        Ok(None) if seen.ordered => Err(unsupported(seen.api_version, seen.kind)),
+        Ok(None) => {
+            let head: TypeHead =
+                serde_json::from_str(raw).map_err(|e| invalid("object", serde_reason(&e)))?;
+            let text = |v: &Option<Json>| v.as_ref().and_then(Json::as_str).unwrap_or("").to_owned();
+            let (api_version, kind) = (text(&head.api_version), text(&head.kind));
+            let mut de = serde_json::Deserializer::from_str(raw);
+            match decode_as(&api_version, &kind, &mut de) {
+                Some(r) => r.map_err(|e| invalid(&kind, serde_reason(&e))),
+                None => Err(unsupported(api_version, kind)),
+            }
+        }
+        Err(e) => Err(invalid(&seen.kind, serde_reason(&e))),
+    }
+}
+
+/// An object's `apiVersion` and `kind`, everything else skipped.
+#[derive(Deserialize)]
+struct TypeHead {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<Json>,
+    kind: Option<Json>,
+}
+
+/// Reads an object whose first two keys are `apiVersion` and `kind` in one pass:
+/// `Some(object)` of a kind kubefacts reads, `None` when the kind is another (`ordered`)
+/// or the two do not come first (the rest is skipped; the caller reads them first).
+#[derive(Default)]
+struct KindSeen {
+    api_version: String,
+    kind: String,
+    ordered: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for &mut KindSeen {
+    type Value = Option<MinimalObject>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for &mut KindSeen {
+    type Value = Option<MinimalObject>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        use serde::de::IgnoredAny;
+        let text = |v: Json| v.as_str().unwrap_or("").to_owned();
+        let (mut api_version, mut kind) = (None, None);
+        while api_version.is_none() || kind.is_none() {
+            match map.next_key::<std::borrow::Cow<'de, str>>()?.as_deref() {
+                Some("apiVersion") if api_version.is_none() => api_version = Some(text(map.next_value()?)),
+                Some("kind") if kind.is_none() => kind = Some(text(map.next_value()?)),
+                Some(_) => {
+                    // Not in the usual order: skip the rest, the caller reads the two first.
+                    map.next_value::<IgnoredAny>()?;
+                    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                    return Ok(None);
+                }
+                None => break,
+            }
+        }
+        self.ordered = true;
+        self.api_version = api_version.unwrap_or_default();
+        self.kind = kind.unwrap_or_default();
+        if !is_read(&self.api_version, &self.kind) {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            return Ok(None);
+        }
+        let rest = serde::de::value::MapAccessDeserializer::new(map);
+        decode_as(&self.api_version, &self.kind, rest).transpose()
     }
 }
 
@@ -160,6 +290,7 @@ pub fn read<R: BufRead>(input: R) -> TraceReader<R> {
         raw: Vec::new(),
         pending: std::collections::VecDeque::new(),
         done: false,
+        keys: None,
     }
 }
 
@@ -180,8 +311,10 @@ pub struct TraceReader<R: BufRead> {
     /// The line being read.
     raw: Vec<u8>,
     /// Entries and errors parsed and not yielded yet, each with its value's first line.
-    pending: std::collections::VecDeque<(usize, Result<TraceEntry, TraceError>)>,
+    pending: std::collections::VecDeque<(usize, Result<MinimalEntry, TraceError>)>,
     done: bool,
+    /// The label and annotation keys kept (`None`: all).
+    keys: Option<Arc<KeptKeys>>,
 }
 
 impl<R: BufRead> std::fmt::Debug for TraceReader<R> {
@@ -191,6 +324,13 @@ impl<R: BufRead> std::fmt::Debug for TraceReader<R> {
 }
 
 impl<R: BufRead> TraceReader<R> {
+    /// Keeps only these label and annotation keys of the objects read (see
+    /// [`minimal::keeping`]); without it every key is kept.
+    pub fn keeping(mut self, keys: Arc<KeptKeys>) -> Self {
+        self.keys = Some(keys);
+        self
+    }
+
     /// The first line of the entry yielded last, live: for an error found later, when the
     /// entry is observed.
     pub fn entry_line(&self) -> std::rc::Rc<std::cell::Cell<usize>> {
@@ -210,19 +350,25 @@ impl<R: BufRead> TraceReader<R> {
     /// Parses what `buf` holds: complete values become entries; an incomplete tail stays.
     fn parse_buf(&mut self) {
         self.scan = Nesting::default();
-        let mut values = serde_json::Deserializer::from_slice(&self.buf).into_iter::<Json>();
-        let mut consumed = 0;
-        let mut parsed = Vec::new();
-        let mut failed = None;
+        let (start, keys) = (self.buf_start, self.keys.clone());
+        // Fast path: each value's few top-level fields are read as it is split off, its
+        // object kept as raw text and decoded straight into its allowlisted type.
+        let mut heads = serde_json::Deserializer::from_slice(&self.buf).into_iter::<Head>();
+        let (mut consumed, mut done) = (0, 0usize);
+        let mut fast_ok = true;
         loop {
-            match values.next() {
-                Some(Ok(v)) => {
-                    consumed = values.byte_offset();
-                    parsed.push(v);
+            match heads.next() {
+                Some(Ok(head)) => {
+                    let end = heads.byte_offset();
+                    // Lines are checked UTF-8 as they are read.
+                    let whole = std::str::from_utf8(&self.buf[consumed..end]).unwrap_or_default();
+                    let entries = in_scope(&keys, || parse_head(start, head, whole));
+                    self.pending.extend(entries.into_iter().map(|r| (start, r)));
+                    (consumed, done) = (end, done + 1);
                 }
                 Some(Err(e)) if e.is_eof() => break,
-                Some(Err(e)) => {
-                    failed = Some(e);
+                Some(Err(_)) => {
+                    fast_ok = false;
                     break;
                 }
                 None => {
@@ -231,9 +377,31 @@ impl<R: BufRead> TraceReader<R> {
                 }
             }
         }
-        let start = self.buf_start;
-        for v in parsed {
-            self.pending.extend(parse_value(start, v).into_iter().map(|r| (start, r)));
+        let mut failed = None;
+        if !fast_ok {
+            // A value that is not an object, or broken: split the values off as raw text
+            // (after those already read) for the error the slow path names.
+            let mut values = serde_json::Deserializer::from_slice(&self.buf).into_iter::<&RawValue>();
+            let mut skipped = 0;
+            loop {
+                match values.next() {
+                    Some(Ok(_)) if skipped < done => skipped += 1,
+                    Some(Ok(v)) => {
+                        consumed = values.byte_offset();
+                        let entries = in_scope(&keys, || parse_raw(start, v));
+                        self.pending.extend(entries.into_iter().map(|r| (start, r)));
+                    }
+                    Some(Err(e)) if e.is_eof() => break,
+                    Some(Err(e)) => {
+                        failed = Some(e);
+                        break;
+                    }
+                    None => {
+                        consumed = self.buf.len();
+                        break;
+                    }
+                }
+            }
         }
         match failed {
             Some(e) => {
@@ -258,7 +426,7 @@ impl<R: BufRead> TraceReader<R> {
 }
 
 impl<R: BufRead> Iterator for TraceReader<R> {
-    type Item = Result<TraceEntry, TraceError>;
+    type Item = Result<MinimalEntry, TraceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -314,6 +482,14 @@ impl<R: BufRead> Iterator for TraceReader<R> {
     }
 }
 
+/// `f` with `keys` kept by the objects it decodes (`None`: every key).
+fn in_scope<T>(keys: &Option<Arc<KeptKeys>>, f: impl FnOnce() -> T) -> T {
+    match keys {
+        Some(keys) => minimal::keeping(keys, f),
+        None => f(),
+    }
+}
+
 /// Brackets open outside strings, across the lines of one value.
 #[derive(Debug, Default, Clone, Copy)]
 struct Nesting {
@@ -353,8 +529,8 @@ enum Timestamp {
     Text(String),
 }
 
-fn observed_at(line: usize, v: &Json) -> Result<i64, TraceError> {
-    let raw = v.get("observed_at").ok_or(TraceError::MissingObservedAt { line })?;
+fn observed_at(line: usize, raw: Option<&Json>) -> Result<i64, TraceError> {
+    let raw = raw.ok_or(TraceError::MissingObservedAt { line })?;
     let ms = match Timestamp::deserialize(raw) {
         Ok(Timestamp::Millis(ms)) => ms,
         Ok(Timestamp::Text(s)) => s
@@ -391,24 +567,79 @@ fn json_kind(v: &Json) -> String {
     }
 }
 
-/// Parses one JSON value of a trace into its entries.
-pub fn parse_value(line: usize, mut v: Json) -> Vec<Result<TraceEntry, TraceError>> {
-    if !v.is_object() {
-        let found = json_kind(&v);
-        return vec![Err(TraceError::InvalidField {
-            line,
-            field: "(value)",
-            reason: format!("expected an object, found {found}"),
-        })];
+/// Parses one JSON value of a trace into its entries (objects decoded as [`minimal`]
+/// decodes them; unscoped, so every label and annotation is kept). The reader parses the
+/// text directly ([`parse_raw`]); this serves callers holding a parsed value.
+pub fn parse_value(line: usize, v: Json) -> Vec<Result<MinimalEntry, TraceError>> {
+    let text = v.to_string();
+    match serde_json::from_str::<&RawValue>(&text) {
+        Ok(raw) => parse_raw(line, raw),
+        Err(e) => vec![Err(TraceError::Syntax { line, reason: serde_reason(&e) })],
     }
-    let observed_at_ms = match observed_at(line, &v) {
+}
+
+/// The fields of a trace value the reader looks at. Objects stay raw text until their kind
+/// is known, then decode straight into the allowlisted types.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "type")]
+    ty: Option<Json>,
+    #[serde(default, deserialize_with = "present")]
+    observed_at: Option<Json>,
+    epoch: Option<Json>,
+    kinds: Option<Json>,
+    #[serde(default, deserialize_with = "present")]
+    session: Option<Json>,
+    #[serde(default, deserialize_with = "present")]
+    kind: Option<Json>,
+    #[serde(borrow)]
+    object: Option<&'a RawValue>,
+    #[serde(borrow)]
+    items: Option<&'a RawValue>,
+}
+
+/// A field that is there, `null` included (`Option` alone reads `null` as absent).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
+    Json::deserialize(d).map(Some)
+}
+
+/// What a raw value is, for an error that says what was found instead.
+fn raw_kind(raw: &RawValue) -> String {
+    serde_json::from_str::<Json>(raw.get()).map_or_else(|_| "invalid JSON".into(), |v| json_kind(&v))
+}
+
+/// Parses one JSON value of a trace, as text, into its entries.
+pub fn parse_raw(line: usize, raw: &RawValue) -> Vec<Result<MinimalEntry, TraceError>> {
+    let not_object = |field, raw: &RawValue| TraceError::InvalidField {
+        line,
+        field,
+        reason: format!("expected an object, found {}", raw_kind(raw)),
+    };
+    if !raw.get().starts_with('{') {
+        return vec![Err(not_object("(value)", raw))];
+    }
+    match serde_json::from_str(raw.get()) {
+        Ok(head) => parse_head(line, head, raw.get()),
+        Err(e) => vec![Err(TraceError::InvalidField { line, field: "(value)", reason: serde_reason(&e) })],
+    }
+}
+
+/// The entries of one trace value whose top-level fields are `v` and whose whole text is
+/// `whole` (a bare object is decoded from it).
+fn parse_head(line: usize, v: Head, whole: &str) -> Vec<Result<MinimalEntry, TraceError>> {
+    let not_object = |field, raw: &RawValue| TraceError::InvalidField {
+        line,
+        field,
+        reason: format!("expected an object, found {}", raw_kind(raw)),
+    };
+    let observed_at_ms = match observed_at(line, v.observed_at.as_ref()) {
         Ok(t) => t,
         Err(e) => return vec![Err(e)],
     };
     let entry = |event| Ok(TraceEntry { observed_at_ms, event });
-    let ty = match v.get("type") {
-        None | Some(Json::Null) => None,
-        Some(Json::String(t)) => Some(t.clone()),
+    let ty = match &v.ty {
+        None => None,
+        Some(Json::String(t)) => Some(t.as_str()),
         Some(other) => {
             let found = json_kind(other);
             return vec![Err(TraceError::InvalidField {
@@ -418,30 +649,21 @@ pub fn parse_value(line: usize, mut v: Json) -> Vec<Result<TraceEntry, TraceErro
             })];
         }
     };
-    match ty.as_deref() {
+    match ty {
         Some(action @ ("ADDED" | "MODIFIED" | "DELETED")) => {
-            let object = match v.get_mut("object").map(Json::take) {
-                None | Some(Json::Null) => {
-                    return vec![Err(TraceError::MissingField { line, field: "object" })];
-                }
-                Some(o @ Json::Object(_)) => o,
-                Some(other) => {
-                    let found = json_kind(&other);
-                    return vec![Err(TraceError::InvalidField {
-                        line,
-                        field: "object",
-                        reason: format!("expected an object, found {found}"),
-                    })];
-                }
+            let object = match v.object {
+                None => return vec![Err(TraceError::MissingField { line, field: "object" })],
+                Some(o) if o.get().starts_with('{') => o,
+                Some(other) => return vec![Err(not_object("object", other))],
             };
-            vec![KubeObject::from_json(line, object).and_then(|o| {
+            vec![decode_object(line, object.get()).and_then(|o| {
                 entry(if action == "DELETED" { TraceEvent::Deleted(o) } else { TraceEvent::Applied(o) })
             })]
         }
         Some("HEARTBEAT") => vec![entry(TraceEvent::Heartbeat)],
         Some(marker @ ("SNAPSHOT_BEGIN" | "SNAPSHOT_END")) => {
-            let epoch = match v.get("epoch") {
-                None | Some(Json::Null) => {
+            let epoch = match &v.epoch {
+                None => {
                     return vec![Err(TraceError::MissingField { line, field: "epoch" })];
                 }
                 Some(e) => match e.as_i64() {
@@ -456,8 +678,8 @@ pub fn parse_value(line: usize, mut v: Json) -> Vec<Result<TraceEntry, TraceErro
                     }
                 },
             };
-            let kinds = match v.get("kinds") {
-                None | Some(Json::Null) => None,
+            let kinds = match &v.kinds {
+                None => None,
                 Some(Json::Array(list)) => {
                     let names: Option<Vec<String>> = list
                         .iter()
@@ -489,7 +711,7 @@ pub fn parse_value(line: usize, mut v: Json) -> Vec<Result<TraceEntry, TraceErro
             })]
         }
         Some("SESSION") => {
-            let Some(session) = v.get_mut("session").map(Json::take) else {
+            let Some(session) = v.session else {
                 return vec![Err(TraceError::MissingField { line, field: "session" })];
             };
             vec![
@@ -503,23 +725,26 @@ pub fn parse_value(line: usize, mut v: Json) -> Vec<Result<TraceEntry, TraceErro
             ]
         }
         Some(other) => vec![Err(TraceError::UnknownType { line, ty: other.to_owned() })],
-        None if v.get("kind").and_then(Json::as_str).is_some_and(|k| k.ends_with("List")) => {
-            let items = match v.get_mut("items").map(Json::take) {
-                Some(Json::Array(items)) => items,
+        None if v.kind.as_ref().and_then(Json::as_str).is_some_and(|k| k.ends_with("List")) => {
+            let items = match v.items.map(|i| serde_json::from_str::<Vec<&RawValue>>(i.get())) {
+                Some(Ok(items)) => items,
                 _ => {
                     return vec![Err(TraceError::MissingField { line, field: "items" })];
                 }
             };
             items
                 .into_iter()
-                .map(|item| KubeObject::from_json(line, item).and_then(|o| entry(TraceEvent::Applied(o))))
+                .map(|item| {
+                    if !item.get().starts_with('{') {
+                        return Err(not_object("items[]", item));
+                    }
+                    decode_object(line, item.get()).and_then(|o| entry(TraceEvent::Applied(o)))
+                })
                 .collect()
         }
-        None if v.get("kind").is_some() => {
-            if let Some(map) = v.as_object_mut() {
-                map.remove("observed_at");
-            }
-            vec![KubeObject::from_json(line, v).and_then(|o| entry(TraceEvent::Applied(o)))]
+        // A bare object: its `observed_at` is one more field the object's type skips.
+        None if v.kind.is_some() => {
+            vec![decode_object(line, whole).and_then(|o| entry(TraceEvent::Applied(o)))]
         }
         None => vec![Err(TraceError::MissingField { line, field: "type" })],
     }

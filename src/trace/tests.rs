@@ -1,6 +1,6 @@
 use super::*;
 
-fn read_all(text: &str) -> Vec<Result<TraceEntry, TraceError>> {
+fn read_all(text: &str) -> Vec<Result<MinimalEntry, TraceError>> {
     read(text.as_bytes()).collect()
 }
 
@@ -11,7 +11,7 @@ fn reads_a_kubectl_watch_event() {
     let entries = read_all(JOB_EVENT);
     let [Ok(entry)] = entries.as_slice() else { panic!("{entries:?}") };
     assert_eq!(entry.observed_at_ms, 1_795_946_400_250);
-    let TraceEvent::Applied(KubeObject::Job(job)) = &entry.event else { panic!("{entry:?}") };
+    let TraceEvent::Applied(MinimalObject::Job(job)) = &entry.event else { panic!("{entry:?}") };
     assert_eq!(job.metadata.name.as_deref(), Some("nightly-29012345"));
     let conditions = job.status.as_ref().unwrap().conditions.as_ref().unwrap();
     assert_eq!(conditions[1].type_, "Failed");
@@ -31,7 +31,7 @@ fn reads_pretty_printed_bare_objects_and_lists() {
     let names: Vec<_> = entries
         .iter()
         .map(|e| match &e.event {
-            TraceEvent::Applied(KubeObject::Namespace(ns)) => {
+            TraceEvent::Applied(MinimalObject::Namespace(ns)) => {
                 (e.observed_at_ms, ns.metadata.name.clone().unwrap())
             }
             other => panic!("{other:?}"),
@@ -63,7 +63,12 @@ fn snapshot_markers_may_name_the_kinds_relisted() {
     let entries = read_all(text);
     let first = entries[0].as_ref().unwrap();
     assert_eq!(first.event, TraceEvent::SnapshotBegin { epoch: 3, kinds: Some(vec!["Pod".into()]) });
-    let again = crate::trace::parse_value(1, first.to_json());
+    let TraceEvent::SnapshotBegin { epoch, kinds } = first.event.clone() else { panic!("{first:?}") };
+    let written: TraceEntry = TraceEntry {
+        observed_at_ms: first.observed_at_ms,
+        event: TraceEvent::SnapshotBegin { epoch, kinds },
+    };
+    let again = crate::trace::parse_value(1, written.to_json());
     assert_eq!(again[0].as_ref().unwrap(), first, "kinds survive writing and reading");
     let e = entries[1].as_ref().unwrap_err().to_string();
     assert!(e.contains("kinds must name"), "{e}");
@@ -141,7 +146,13 @@ fn every_line_is_read_and_each_bad_one_named() {
 
 #[test]
 fn written_entries_read_back_identically() {
-    let mut entries: Vec<_> = read_all(JOB_EVENT).into_iter().map(Result::unwrap).collect();
+    // Whole objects, as `simulate` writes them.
+    let event: Json = serde_json::from_str(JOB_EVENT).unwrap();
+    let job: Job = serde_json::from_value(event["object"].clone()).unwrap();
+    let mut entries = vec![TraceEntry {
+        observed_at_ms: 1_795_946_400_250,
+        event: TraceEvent::Applied(KubeObject::Job(Box::new(job))),
+    }];
     entries
         .push(TraceEntry { observed_at_ms: 42, event: TraceEvent::SnapshotBegin { epoch: 3, kinds: None } });
     entries.push(TraceEntry {
@@ -159,5 +170,7 @@ fn written_entries_read_back_identically() {
         e.write_line(&mut out).unwrap();
     }
     let back: Vec<_> = read(out.as_slice()).map(Result::unwrap).collect();
+    let entries: Vec<MinimalEntry> = entries.into_iter().map(Into::into).collect();
     assert_eq!(back, entries);
+    assert_eq!(back[0], read_all(JOB_EVENT).remove(0).unwrap(), "written as read");
 }

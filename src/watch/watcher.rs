@@ -8,6 +8,11 @@
 //! does after a 410 Gone), the whole group restarts with a new epoch, so "not re-listed
 //! since the begin marker" stays true for every object of the kind.
 //!
+//! Watches decode straight into the allowlisted types of [`crate::trace::minimal`] (kube-rs
+//! lists and watches any `Resource + DeserializeOwned`), with the label and annotation keys
+//! the observer needs in scope while each stream is polled, which is where kube-rs parses:
+//! nothing outside the allowlist becomes a value in memory, not even for a moment.
+//!
 //! A term starts the groups in dependency order — Namespaces, CronJobs, Jobs, then Pods and
 //! Leases, each once the previous has listed — so admission rarely has to hold anything
 //! back at start-up.
@@ -21,12 +26,7 @@ use std::{
     time::Duration,
 };
 
-use futures::{StreamExt, stream::BoxStream};
-use k8s_openapi::api::{
-    batch::v1::{CronJob, Job},
-    coordination::v1::Lease,
-    core::v1::{Namespace, Pod},
-};
+use futures::{Stream, StreamExt, stream::BoxStream};
 use kube::{
     Api, Client,
     runtime::{WatchStreamExt, watcher},
@@ -44,7 +44,10 @@ use super::{
 };
 use crate::{
     observe::{AdmissionCounts, Kind, Observer},
-    trace::{KubeObject, TraceEntry, TraceEvent},
+    trace::{
+        KeptKeys, MinimalEntry, MinimalObject, TraceEvent,
+        minimal::{self, CronJob, Job, Lease, Namespace, Pod},
+    },
 };
 
 /// What the watcher watches, and how often it writes heartbeats.
@@ -127,12 +130,12 @@ fn now_ms() -> i64 {
 enum Msg {
     Begin { kind: Kind, epoch: i64 },
     End { kind: Kind, epoch: i64 },
-    Applied(KubeObject),
-    Deleted(KubeObject),
+    Applied(MinimalObject),
+    Deleted(MinimalObject),
 }
 
 /// One watch event of any kind, as kube-rs yields it.
-type KindEvent = Result<watcher::Event<KubeObject>, watcher::Error>;
+type KindEvent = Result<watcher::Event<MinimalObject>, watcher::Error>;
 type Tagged = (usize, KindEvent);
 type KindStream = BoxStream<'static, KindEvent>;
 
@@ -161,7 +164,8 @@ pub async fn run(
     }
     let (leader_tx, mut leadership) = watch::channel(Leadership::Follower);
     let (epoch_tx, epoch_rx) = watch::channel(0i64);
-    let lease_api: Api<Lease> = Api::namespaced(client.clone(), &cfg.leader.namespace());
+    let lease_api: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), &cfg.leader.namespace());
     let elector = tokio::spawn(leader::run(
         lease_api,
         cfg.leader.clone(),
@@ -225,6 +229,7 @@ async fn lead(
     counted: &mut AdmissionCounts,
 ) -> Result<bool, WatchError> {
     let mut observer = observer.clone();
+    let keys = observer.kept_keys();
     let (tx, mut rx) = mpsc::channel::<(i64, Msg)>(1_024);
     let mut groups = JoinSet::new();
     let mut started = 0;
@@ -243,6 +248,7 @@ async fn lead(
                 epochs.clone(),
                 tx.clone(),
                 Arc::clone(stats),
+                Arc::clone(&keys),
             ));
             *started += 1;
             if kind != Kind::Pod {
@@ -280,7 +286,7 @@ async fn lead(
                     continue;
                 }
                 stats.heartbeats.inc();
-                TraceEntry { observed_at_ms: now_ms(), event: TraceEvent::Heartbeat }
+                MinimalEntry { observed_at_ms: now_ms(), event: TraceEvent::Heartbeat }
             }
             r = leadership.changed() => {
                 if r.is_err() || !leadership.borrow().is_valid() { break Ok(false) }
@@ -312,7 +318,7 @@ async fn lead(
     outcome
 }
 
-fn to_entry(at: i64, msg: Msg) -> TraceEntry {
+fn to_entry(at: i64, msg: Msg) -> MinimalEntry {
     let event = match msg {
         Msg::Begin { kind, epoch } => {
             TraceEvent::SnapshotBegin { epoch, kinds: Some(vec![kind.as_str().to_owned()]) }
@@ -323,18 +329,47 @@ fn to_entry(at: i64, msg: Msg) -> TraceEntry {
         Msg::Applied(o) => TraceEvent::Applied(o),
         Msg::Deleted(o) => TraceEvent::Deleted(o),
     };
-    TraceEntry { observed_at_ms: at, event }
+    MinimalEntry { observed_at_ms: at, event }
 }
 
-/// The watch streams of one kind, each event mapped to [`KubeObject`] and tagged with its
-/// stream's index.
-fn streams(client: &Client, kind: Kind, cfg: &WatchConfig) -> Vec<BoxStream<'static, Tagged>> {
-    fn typed<K>(api: Api<K>, config: watcher::Config, wrap: fn(K) -> KubeObject) -> KindStream
+/// A stream polled with `keys` as the label and annotation keys decoding keeps: kube-rs
+/// parses what it lists and watches inside `poll_next`.
+struct Keeping<S> {
+    inner: S,
+    keys: Arc<KeptKeys>,
+}
+
+impl<S: Stream + Unpin> Stream for Keeping<S> {
+    type Item = S::Item;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<S::Item>> {
+        let this = &mut *self;
+        minimal::keeping(&this.keys, || this.inner.poll_next_unpin(cx))
+    }
+}
+
+/// The watch streams of one kind, each event decoded into [`MinimalObject`] (keeping
+/// `keys`) and tagged with its stream's index.
+fn streams(
+    client: &Client,
+    kind: Kind,
+    cfg: &WatchConfig,
+    keys: &Arc<KeptKeys>,
+) -> Vec<BoxStream<'static, Tagged>> {
+    fn typed<K>(
+        api: Api<K>,
+        config: watcher::Config,
+        wrap: fn(K) -> MinimalObject,
+        keys: &Arc<KeptKeys>,
+    ) -> KindStream
     where
         K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
         K::DynamicType: Default,
     {
-        watcher(api, config)
+        Keeping { inner: watcher(api, config).boxed(), keys: Arc::clone(keys) }
             .default_backoff()
             .map(move |ev| {
                 ev.map(|e| match e {
@@ -357,19 +392,24 @@ fn streams(client: &Client, kind: Kind, cfg: &WatchConfig) -> Vec<BoxStream<'sta
     };
     let list = match kind {
         Kind::Namespace => {
-            vec![typed(Api::<Namespace>::all(client.clone()), wc(), |o| KubeObject::Namespace(Box::new(o)))]
+            vec![typed(
+                Api::<Namespace>::all(client.clone()),
+                wc(),
+                |o| MinimalObject::Namespace(Box::new(o)),
+                keys,
+            )]
         }
         Kind::CronJob => scoped(&|ns| {
             let api = ns.map_or_else(|| Api::all(client.clone()), |n| Api::namespaced(client.clone(), n));
-            typed::<CronJob>(api, wc(), |o| KubeObject::CronJob(Box::new(o)))
+            typed::<CronJob>(api, wc(), |o| MinimalObject::CronJob(Box::new(o)), keys)
         }),
         Kind::Job => scoped(&|ns| {
             let api = ns.map_or_else(|| Api::all(client.clone()), |n| Api::namespaced(client.clone(), n));
-            typed::<Job>(api, wc(), |o| KubeObject::Job(Box::new(o)))
+            typed::<Job>(api, wc(), |o| MinimalObject::Job(Box::new(o)), keys)
         }),
         Kind::Pod => scoped(&|ns| {
             let api = ns.map_or_else(|| Api::all(client.clone()), |n| Api::namespaced(client.clone(), n));
-            typed::<Pod>(api, wc(), |o| KubeObject::Pod(Box::new(o)))
+            typed::<Pod>(api, wc(), |o| MinimalObject::Pod(Box::new(o)), keys)
         }),
         // The configured Leases and the watcher's own (DESIGN §3).
         Kind::Lease => cfg
@@ -378,7 +418,8 @@ fn streams(client: &Client, kind: Kind, cfg: &WatchConfig) -> Vec<BoxStream<'sta
             .filter_map(|l| l.split_once('/'))
             .map(|(ns, name)| {
                 let api = Api::<Lease>::namespaced(client.clone(), ns);
-                typed(api, wc().fields(&format!("metadata.name={name}")), |o| KubeObject::Lease(Box::new(o)))
+                let fields = wc().fields(&format!("metadata.name={name}"));
+                typed(api, fields, |o| MinimalObject::Lease(Box::new(o)), keys)
             })
             .collect(),
     };
@@ -393,6 +434,7 @@ async fn group(
     epochs: Epochs,
     tx: mpsc::Sender<(i64, Msg)>,
     stats: Arc<WatchStats>,
+    keys: Arc<KeptKeys>,
 ) {
     let closed = Arc::new(AtomicBool::new(false));
     let send = |msg: Msg| {
@@ -404,7 +446,7 @@ async fn group(
         }
     };
     loop {
-        let all = streams(&client, kind, &cfg);
+        let all = streams(&client, kind, &cfg, &keys);
         if all.is_empty() {
             // Nothing configured for this kind: it has listed, trivially.
             let epoch = epochs.next();

@@ -40,7 +40,7 @@ use kubefacts::{
     runtime::driver::MemTopic,
     sessions::{OwnerRetainedCompute, SessionProjection},
     simulate,
-    trace::{TraceEntry, TraceError},
+    trace::{MinimalEntry, TraceError},
 };
 use report::{print_coverage, print_decisions, print_processors, print_runs, print_sessions, print_summary};
 
@@ -85,7 +85,7 @@ struct InputLine<'a> {
 }
 
 /// Where the demo's trace entries come from.
-type Entries = Box<dyn Iterator<Item = Result<TraceEntry, TraceError>>>;
+type Entries = Box<dyn Iterator<Item = Result<MinimalEntry, TraceError>>>;
 
 pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -100,7 +100,8 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         Some(path) => {
             let file = TraceFile::open(path)?;
             let progress = Progress::new("demo: observing", "observations", file.total_bytes, true);
-            (file.name.clone(), Box::new(file.entries), progress, Some(file.read_bytes), None)
+            let entries = file.entries.keeping(config.minimize.kept_keys(&config.admission));
+            (file.name.clone(), Box::new(entries), progress, Some(file.read_bytes), None)
         }
         None => {
             let (profile, hours) = args.fleet.resolve()?;
@@ -112,7 +113,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
             );
             (
                 name,
-                Box::new(simulate::simulate(&profile, hours, args.fleet.seed).map(Ok)),
+                Box::new(simulate::simulate(&profile, hours, args.fleet.seed).map(|e| Ok(e.into()))),
                 progress,
                 None,
                 Some(span_ms),

@@ -24,11 +24,12 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
 use serde::{Deserialize, Serialize};
 
 use crate::{
     observe::kind::Kind,
-    trace::{KubeObject, TraceEntry, TraceEvent},
+    trace::{MinimalEntry, MinimalObject, TraceEvent},
 };
 
 /// The default opt-out annotation key; its value must be `"true"` to opt out.
@@ -176,7 +177,7 @@ pub struct Admission {
     jobs: HashMap<String, Verdict>,
     /// Deleted Jobs and CronJobs, oldest first, forgotten `remember_deleted_ms` later.
     deleted: VecDeque<(i64, Forget)>,
-    held: VecDeque<TraceEntry>,
+    held: VecDeque<MinimalEntry>,
     counts: AdmissionCounts,
 }
 
@@ -194,7 +195,12 @@ impl Admission {
         }
     }
 
-    /// Counters so far.
+    /// The configuration it admits with.
+    pub fn config(&self) -> &AdmissionConfig {
+        &self.cfg
+    }
+
+    /// Admissions and exclusions so far.
     pub fn counts(&self) -> &AdmissionCounts {
         &self.counts
     }
@@ -202,14 +208,15 @@ impl Admission {
     /// Takes one entry; returns the entries now ready to publish, in order: this one if it
     /// is admitted (or carries no object), and any held entries it released. Namespaces
     /// are consumed here and never returned (they are not published).
-    pub fn offer(&mut self, entry: TraceEntry) -> Vec<TraceEntry> {
+    pub fn offer(&mut self, entry: impl Into<MinimalEntry>) -> Vec<MinimalEntry> {
+        let entry = entry.into();
         let now = entry.observed_at_ms;
         self.expire(now, false);
         self.forget(now);
         let mut out = Vec::new();
         match &entry.event {
-            TraceEvent::Applied(KubeObject::Namespace(ns))
-            | TraceEvent::Deleted(KubeObject::Namespace(ns)) => {
+            TraceEvent::Applied(MinimalObject::Namespace(ns))
+            | TraceEvent::Deleted(MinimalObject::Namespace(ns)) => {
                 let name = ns.metadata.name.clone().unwrap_or_default();
                 if matches!(entry.event, TraceEvent::Deleted(_)) {
                     self.namespaces.remove(&name);
@@ -242,7 +249,7 @@ impl Admission {
 
     /// Decides one object entry: publish, hold or drop. True when a Job or CronJob verdict
     /// was recorded (held entries may now resolve).
-    fn judge(&mut self, entry: TraceEntry, out: &mut Vec<TraceEntry>) -> bool {
+    fn judge(&mut self, entry: MinimalEntry, out: &mut Vec<MinimalEntry>) -> bool {
         let deleted = matches!(entry.event, TraceEvent::Deleted(_));
         let (TraceEvent::Applied(object) | TraceEvent::Deleted(object)) = &entry.event else {
             return false;
@@ -258,7 +265,7 @@ impl Admission {
         let at = entry.observed_at_ms;
         let mut recorded = false;
         match object {
-            KubeObject::Job(job) => {
+            MinimalObject::Job(job) => {
                 let uid = job.metadata.uid.clone().unwrap_or_default();
                 self.jobs.insert(uid.clone(), decided);
                 recorded = true;
@@ -266,7 +273,7 @@ impl Admission {
                     self.deleted.push_back((at, Forget::Job(uid)));
                 }
             }
-            KubeObject::CronJob(cj) => {
+            MinimalObject::CronJob(cj) => {
                 let uid = cj.metadata.uid.clone().unwrap_or_default();
                 self.cronjobs.insert(uid.clone(), decided != Verdict::Admitted);
                 recorded = true;
@@ -289,12 +296,12 @@ impl Admission {
     }
 
     /// The verdict for an object, or what must be observed first.
-    fn decide(&self, object: &KubeObject) -> Result<Verdict, Unknown> {
+    fn decide(&self, object: &MinimalObject) -> Result<Verdict, Unknown> {
         let meta = match object {
-            KubeObject::Lease(_) | KubeObject::Namespace(_) => return Ok(Verdict::Admitted),
-            KubeObject::Pod(o) => &o.metadata,
-            KubeObject::Job(o) => &o.metadata,
-            KubeObject::CronJob(o) => &o.metadata,
+            MinimalObject::Lease(_) | MinimalObject::Namespace(_) => return Ok(Verdict::Admitted),
+            MinimalObject::Pod(o) => &o.metadata,
+            MinimalObject::Job(o) => &o.metadata,
+            MinimalObject::CronJob(o) => &o.metadata,
         };
         let namespace = meta.namespace.as_deref().unwrap_or_default();
         // 1. Namespace allow/deny list.
@@ -310,7 +317,7 @@ impl Admission {
             Some(false) => {}
         }
         match object {
-            KubeObject::CronJob(cj) => {
+            MinimalObject::CronJob(cj) => {
                 // 3. A CronJob's own annotation is step 3 for it and for its Jobs. So is one
                 // on its Job template or that template's pod template: every run it makes
                 // would be excluded (step 4), and a CronJob seen without its runs would look
@@ -326,7 +333,7 @@ impl Admission {
                     return Ok(Verdict::Excluded(Step::CronJobAnnotation));
                 }
             }
-            KubeObject::Job(job) => {
+            MinimalObject::Job(job) => {
                 // 3. The scheduling CronJob, which must be known: it may opt the Job out.
                 if let Some(uid) = controller_uid(meta, Kind::CronJob) {
                     match self.cronjobs.get(uid) {
@@ -341,7 +348,7 @@ impl Admission {
                     return Ok(Verdict::Excluded(Step::OwnAnnotation));
                 }
             }
-            KubeObject::Pod(_) => {
+            MinimalObject::Pod(_) => {
                 // A Pod of a Job follows the Job.
                 if let Some(uid) = controller_uid(meta, Kind::Job) {
                     match self.jobs.get(uid) {
@@ -355,7 +362,7 @@ impl Admission {
                     return Ok(Verdict::Excluded(Step::OwnAnnotation));
                 }
             }
-            KubeObject::Lease(_) | KubeObject::Namespace(_) => {}
+            MinimalObject::Lease(_) | MinimalObject::Namespace(_) => {}
         }
         Ok(Verdict::Admitted)
     }
@@ -367,7 +374,7 @@ impl Admission {
             .is_some_and(|v| v == "true")
     }
 
-    fn hold(&mut self, entry: TraceEntry) {
+    fn hold(&mut self, entry: MinimalEntry) {
         self.held.push_back(entry);
         while self.held.len() > self.cfg.max_held {
             if let Some(old) = self.held.pop_front() {
@@ -377,7 +384,7 @@ impl Admission {
     }
 
     /// Re-judges held entries, in order, until none resolves any more.
-    fn release(&mut self) -> Vec<TraceEntry> {
+    fn release(&mut self) -> Vec<MinimalEntry> {
         let mut out = Vec::new();
         loop {
             let ready = self.held.iter().position(|e| match &e.event {
@@ -439,7 +446,7 @@ impl Admission {
         }
     }
 
-    fn exclude_unresolved(&mut self, entry: &TraceEntry) {
+    fn exclude_unresolved(&mut self, entry: &MinimalEntry) {
         if let TraceEvent::Applied(o) | TraceEvent::Deleted(o) = &entry.event {
             *self.counts.excluded.entry((o.kind(), Step::Unresolved)).or_default() += 1;
         }

@@ -6,7 +6,7 @@ use crate::fixtures;
 const T0: i64 = 1_795_946_400_000;
 const OPT_OUT: &str = DEFAULT_OPT_OUT_ANNOTATION;
 
-fn entry(at: i64, object: Value) -> TraceEntry {
+fn entry(at: i64, object: Value) -> MinimalEntry {
     let mut entries =
         crate::trace::parse_value(0, json!({"type": "ADDED", "observed_at": at, "object": object}));
     entries.remove(0).unwrap()
@@ -181,7 +181,7 @@ fn what_stays_unresolved_is_excluded_after_hold_ms_or_at_the_end_of_a_relist() {
     let mut gate = Admission::new(AdmissionConfig { hold_ms: 1_000, ..Default::default() });
     gate.offer(entry(T0, namespace("etl", false)));
     gate.offer(entry(T0, pod(POD, "etl", Some(JOB), false)));
-    let heartbeat = |at| TraceEntry { observed_at_ms: at, event: TraceEvent::Heartbeat };
+    let heartbeat = |at| MinimalEntry { observed_at_ms: at, event: TraceEvent::Heartbeat };
     assert_eq!(gate.offer(heartbeat(T0 + 999)).len(), 1, "the heartbeat only");
     assert_eq!(gate.counts().held, 1);
     gate.offer(heartbeat(T0 + 1_000));
@@ -190,17 +190,17 @@ fn what_stays_unresolved_is_excluded_after_hold_ms_or_at_the_end_of_a_relist() {
 
     gate.offer(entry(T0 + 2_000, pod(POD, "etl", Some(JOB), false)));
     let end = TraceEvent::SnapshotEnd { epoch: 2, kinds: Some(vec!["Job".into()]) };
-    assert_eq!(gate.offer(TraceEntry { observed_at_ms: T0 + 2_001, event: end }).len(), 1);
+    assert_eq!(gate.offer(MinimalEntry { observed_at_ms: T0 + 2_001, event: end }).len(), 1);
     assert_eq!(gate.counts().held, 1, "a Job relist leaves a held Pod waiting");
     let end = TraceEvent::SnapshotEnd { epoch: 2, kinds: Some(vec!["Pod".into()]) };
-    let out = gate.offer(TraceEntry { observed_at_ms: T0 + 2_001, event: end });
+    let out = gate.offer(MinimalEntry { observed_at_ms: T0 + 2_001, event: end });
     assert_eq!(out.len(), 1, "the marker, after the held Pod was decided");
     assert_eq!(gate.counts().excluded_at(Step::Unresolved), 2);
     // The Job arriving later no longer releases it.
     assert!(gate.offer(entry(T0 + 2_002, job(JOB, "etl", None, false, false))).len() == 1);
 }
 
-fn deleted(at: i64, object: Value) -> TraceEntry {
+fn deleted(at: i64, object: Value) -> MinimalEntry {
     let mut entries =
         crate::trace::parse_value(0, json!({"type": "DELETED", "observed_at": at, "object": object}));
     entries.remove(0).unwrap()
@@ -246,7 +246,7 @@ fn pods_follow_their_job_after_it_is_deleted_for_a_while() {
     assert_eq!(gate.offer(deleted(T0 + 30_000, pod(POD, "etl", Some(JOB), false))).len(), 1);
     // Long after, the Job is forgotten: a Pod naming it waits, then is unresolved.
     assert!(gate.offer(entry(T0 + 70_000, pod(POD, "etl", Some(JOB), false))).is_empty());
-    gate.offer(TraceEntry { observed_at_ms: T0 + 72_000, event: TraceEvent::Heartbeat });
+    gate.offer(MinimalEntry { observed_at_ms: T0 + 72_000, event: TraceEvent::Heartbeat });
     assert_eq!(gate.counts().excluded_at(Step::Unresolved), 1);
 }
 

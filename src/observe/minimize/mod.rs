@@ -3,11 +3,20 @@
 //! This is an **allowlist** (DESIGN §3): every output field is named here and copied from
 //! one input field. Nothing else is read — in particular never env, args, command,
 //! volumes, images, secrets or any `message` — and labels and annotations are looked up
-//! by the configured keys, never iterated.
+//! by the configured keys, never iterated. The input is already allowlisted: the objects
+//! of [`crate::trace::minimal`], which hold only what is read here and in admission, so
+//! the rest never reached memory ([`MinimizeConfig::kept_keys`] names the labels and
+//! annotations kept).
+//!
+//! [`openapi`] (tests and benchmarks only) is the same from whole k8s-openapi objects, as
+//! it was before decoding was allowlisted: the reference the decoded path is checked and
+//! measured against.
 
-use std::collections::BTreeMap;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod openapi;
 
-use k8s_openapi::api::{batch::v1 as batch, coordination::v1 as coordination, core::v1 as core};
+use std::{collections::BTreeMap, sync::Arc};
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde::{Deserialize, Serialize};
 
@@ -15,8 +24,11 @@ use super::model::{
     ConditionStatus, ContainerObservation, ContainerTermination, CronJob, CronJobStatus, Job, JobCondition,
     JobSpec, JobStatus, Lease, ObjectMeta, OwnerReference, Pod, PodIdentity, PodPhase, Session,
 };
-use super::{ObserveError, annotations, kind::Kind};
-use crate::trace::SessionRecord;
+use super::{ObserveError, admission::AdmissionConfig, annotations, kind::Kind};
+use crate::trace::{
+    KeptKeys, SessionRecord,
+    minimal::{self, Count},
+};
 
 /// The default session label: a Pod carrying it belongs to the session it names.
 pub const DEFAULT_SESSION_LABEL: &str = "kubefacts.io/session";
@@ -33,6 +45,22 @@ pub struct MinimizeConfig {
     /// The label whose value names a Pod's session. Always copied, even when missing from
     /// `label_keys`, because a Pod's routing key is computed from the shipped record.
     pub session_label: String,
+}
+
+impl MinimizeConfig {
+    /// The label and annotation keys decoding must keep: what minimization copies, and
+    /// the opt-out annotation `admission` reads. Every other key's value is skipped.
+    pub fn kept_keys(&self, admission: &AdmissionConfig) -> Arc<KeptKeys> {
+        let mut labels = self.label_keys.clone();
+        labels.push(self.session_label.clone());
+        let mut annotations = self.annotation_keys.clone();
+        annotations.push(admission.opt_out_annotation.clone());
+        for keys in [&mut labels, &mut annotations] {
+            keys.sort();
+            keys.dedup();
+        }
+        Arc::new(KeptKeys { labels, annotations })
+    }
 }
 
 impl Default for MinimizeConfig {
@@ -52,7 +80,7 @@ impl Default for MinimizeConfig {
 
 /// Minimizes a Pod: identity, controller, phase, and per container its requests, restart
 /// count and terminations.
-pub fn pod(pod: &core::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
+pub fn pod(pod: &minimal::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
     let meta = object_meta("Pod", &pod.metadata, cfg)?;
     let controller = controller("Pod", &meta, pod.metadata.owner_references.as_deref())?;
     let spec = pod.spec.as_ref();
@@ -75,7 +103,7 @@ pub fn pod(pod: &core::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
 /// Minimizes a Job: identity, scheduling CronJob, the spec fields that bound a run and its
 /// status. Absent `active`/`succeeded`/`failed` counts are written as 0 (the API omits
 /// zero counts).
-pub fn job(job: &batch::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> {
+pub fn job(job: &minimal::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> {
     let meta = object_meta("Job", &job.metadata, cfg)?;
     let owner_cronjob = controller("Job", &meta, job.metadata.owner_references.as_deref())?
         .filter(|owner| owner.kind == Kind::CronJob);
@@ -90,7 +118,7 @@ pub fn job(job: &batch::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> 
     });
     let status = job.status.as_ref();
     let uncounted = status.and_then(|s| s.uncounted_terminated_pods.as_ref());
-    let count = |list: Option<&Vec<String>>| list.map_or(0, |l| saturating_i32(l.len()));
+    let count = |list: Option<&Count>| list.map_or(0, |l| saturating_i32(l.0));
     let status = JobStatus {
         start_time: status.and_then(|s| s.start_time.as_ref()).map(time_ms),
         completion_time: status.and_then(|s| s.completion_time.as_ref()).map(time_ms),
@@ -116,7 +144,7 @@ pub fn job(job: &batch::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> 
 }
 
 /// Minimizes a CronJob: identity, schedule, time zone and the status processors need.
-pub fn cronjob(cronjob: &batch::CronJob, cfg: &MinimizeConfig) -> Result<CronJob, ObserveError> {
+pub fn cronjob(cronjob: &minimal::CronJob, cfg: &MinimizeConfig) -> Result<CronJob, ObserveError> {
     let meta = object_meta("CronJob", &cronjob.metadata, cfg)?;
     let Some(spec) = cronjob.spec.as_ref() else {
         return Err(ObserveError::MissingField {
@@ -135,14 +163,14 @@ pub fn cronjob(cronjob: &batch::CronJob, cfg: &MinimizeConfig) -> Result<CronJob
         status: CronJobStatus {
             last_schedule_time: status.and_then(|s| s.last_schedule_time.as_ref()).map(time_ms),
             last_successful_time: status.and_then(|s| s.last_successful_time.as_ref()).map(time_ms),
-            active_count: status.and_then(|s| s.active.as_ref()).map_or(0, |a| saturating_i32(a.len())),
+            active_count: status.and_then(|s| s.active.as_ref()).map_or(0, |a| saturating_i32(a.0)),
         },
         meta,
     })
 }
 
 /// Minimizes a Lease: holder and timing (MicroTimes truncated to milliseconds).
-pub fn lease(lease: &coordination::Lease, cfg: &MinimizeConfig) -> Result<Lease, ObserveError> {
+pub fn lease(lease: &minimal::Lease, cfg: &MinimizeConfig) -> Result<Lease, ObserveError> {
     let meta = object_meta("Lease", &lease.metadata, cfg)?;
     let spec = lease.spec.as_ref();
     Ok(Lease {
@@ -244,18 +272,17 @@ fn controller(
 }
 
 fn containers(
-    spec: &[core::Container],
-    statuses: Option<&[core::ContainerStatus]>,
+    spec: &[minimal::Container],
+    statuses: Option<&[minimal::ContainerStatus]>,
 ) -> Vec<ContainerObservation> {
     spec.iter()
         .map(|c| {
             let status = statuses.unwrap_or_default().iter().find(|s| s.name == c.name);
             let requests = c.resources.as_ref().and_then(|r| r.requests.as_ref());
-            let request = |resource: &str| requests.and_then(|r| r.get(resource)).map(|q| q.0.clone());
             ContainerObservation {
                 name: c.name.clone(),
-                requests_cpu: request("cpu"),
-                requests_memory: request("memory"),
+                requests_cpu: requests.and_then(|r| r.cpu.as_ref()).map(|q| q.0.clone()),
+                requests_memory: requests.and_then(|r| r.memory.as_ref()).map(|q| q.0.clone()),
                 restart_count: status.map_or(0, |s| s.restart_count),
                 state: status.and_then(|s| termination(s.state.as_ref())),
                 last_state: status.and_then(|s| termination(s.last_state.as_ref())),
@@ -265,7 +292,7 @@ fn containers(
 }
 
 /// `state.terminated` without its `message`.
-fn termination(state: Option<&core::ContainerState>) -> Option<ContainerTermination> {
+fn termination(state: Option<&minimal::ContainerState>) -> Option<ContainerTermination> {
     let t = state?.terminated.as_ref()?;
     Some(ContainerTermination {
         exit_code: t.exit_code,
