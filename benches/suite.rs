@@ -544,7 +544,7 @@ fn main() {
         if profile.name != "medium"
             && let Ok(Ok(m)) = fs::read_to_string(&medium).map(|t| serde_json::from_str::<Json>(&t))
         {
-            beside(&m, &record, &profile.name);
+            beside(&m, &record, profile.name);
         }
         fs::write(
             work.join(format!("suite-latest-{}.json", profile.name)),
@@ -983,6 +983,9 @@ fn committed_records(env: &Env, topic: &str) -> u64 {
     }
 }
 
+/// What [`OnKafka::read`] does with each record read: (key, value).
+type EachRecord<'a> = dyn FnMut(&[u8], Option<&[u8]>) + 'a;
+
 /// What an exactly-once run left on Kafka.
 struct OnKafka {
     /// The largest record (key and value) of the journal's output.
@@ -995,7 +998,7 @@ struct OnKafka {
 
 impl OnKafka {
     fn read(env: &Env, app: &str, journal: &str) -> Self {
-        let records = |topic: &str, mut each: Box<dyn FnMut(&[u8], Option<&[u8]>) + '_>| {
+        let records = |topic: &str, mut each: Box<EachRecord<'_>>| {
             let reader = committed_reader(env, topic);
             let ends: Vec<i64> = (0..PARTITIONS)
                 .map(|p| reader.fetch_watermarks(topic, p, Duration::from_secs(10)).map_or(0, |w| w.1))

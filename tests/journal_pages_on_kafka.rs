@@ -220,8 +220,17 @@ fn a_window_of_20_000_runs_goes_through_the_broker_in_bounded_append_only_parts(
     let uids: Vec<&str> = late_page.page.as_ref().unwrap().runs.iter().map(|r| r.run_uid.as_str()).collect();
     assert_eq!(uids, [late_uid.as_str()]);
     // `kubefacts tail` decodes both parts, keys included.
-    let tail = kubefacts_ok(&["tail", "--topic", &topic, "--from-beginning", "--until-idle", "--bootstrap", bootstrap]);
-    let lines: Vec<serde_json::Value> = tail.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let tail = kubefacts_ok(&[
+        "tail",
+        "--topic",
+        &topic,
+        "--from-beginning",
+        "--until-idle",
+        "--bootstrap",
+        bootstrap,
+    ]);
+    let lines: Vec<serde_json::Value> =
+        tail.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), records.len(), "{}", tail.stderr);
     for l in &lines {
         assert_eq!(l["schema"], "io.kubefacts.v2.JobRunWindowPart", "{l}");
