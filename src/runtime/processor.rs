@@ -234,9 +234,7 @@ impl Outputs {
         value: &T,
     ) -> Result<(), CodecError> {
         let port = port.index();
-        let Some(Some(key_writer)) = self.key_writers.get(port) else {
-            return Err(CodecError::UnknownRecord { name: format!("key writer of output port {port}") });
-        };
+        let key_writer = self.key_writer(port)?;
         let key = key_writer.encode(key)?;
         let value = self.writers[port].encode(value)?;
         self.push(port, key, Some(value), None, false);
@@ -267,9 +265,7 @@ impl Outputs {
         write: impl FnOnce(&mut Vec<u8>),
     ) -> Result<(), CodecError> {
         let port = port.index();
-        let Some(Some(key_writer)) = self.key_writers.get(port) else {
-            return Err(CodecError::UnknownRecord { name: format!("key writer of output port {port}") });
-        };
+        let key_writer = self.key_writer(port)?;
         let key = key_writer.encode_direct(key)?;
         let value = self.writers[port].encode_with(full_name, write)?;
         self.push(port, key, Some(value), None, false);
@@ -284,13 +280,19 @@ impl Outputs {
         value: &T,
     ) -> Result<(), CodecError> {
         let port = port.index();
-        let Some(Some(key_writer)) = self.key_writers.get(port) else {
-            return Err(CodecError::UnknownRecord { name: format!("key writer of output port {port}") });
-        };
+        let key_writer = self.key_writer(port)?;
         let key = key_writer.encode_direct(key)?;
         let value = self.writers[port].encode_direct(value)?;
         self.push(port, key, Some(value), None, false);
         Ok(())
+    }
+
+    /// The key writer of a port keyed by an Avro record.
+    fn key_writer(&self, port: usize) -> Result<&RecordWriter, CodecError> {
+        match self.key_writers.get(port) {
+            Some(Some(w)) => Ok(w),
+            _ => Err(CodecError::UnknownRecord { name: format!("key writer of output port {port}") }),
+        }
     }
 
     /// Emits a tombstone for `key` on `port` (a compacted topic forgets the key).
