@@ -73,6 +73,13 @@ impl<T> Gate<T> {
         subs.get(task as usize).is_some_and(|s| s.queue.is_empty() && !s.held.is_empty())
     }
 
+    /// Whether some writer of `lane` shows the merge nothing and holds records for a
+    /// heartbeat to judge: only more of the lane (that heartbeat) can release them, so its
+    /// partition must keep fetching however much of it is buffered.
+    pub fn awaits_heartbeat(&self, lane: usize) -> bool {
+        self.lanes[lane].subs.iter().any(|s| s.queue.is_empty() && !s.held.is_empty())
+    }
+
     /// The end of `lane`'s records of writer `task` (a finite input): what is held, with no
     /// heartbeat after it to judge it, is accepted.
     pub fn end(&mut self, lane: usize, task: u32) {

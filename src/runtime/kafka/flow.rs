@@ -44,6 +44,13 @@ impl Pressure {
             self.needed.extend(holding.iter().filter_map(|&(lane, _, _)| part(lane)));
         }
         for lane in 0..gate.lanes() {
+            // Held records waiting for their heartbeat fill a buffer too (a relist before
+            // the first heartbeat); paused, the heartbeat never came (docs/RUNTIME.md).
+            if gate.awaits_heartbeat(lane)
+                && let Some(p) = part(lane)
+            {
+                self.needed.insert(p);
+            }
             if gate.lane_len(lane) >= limit
                 && let Some(p) = part(lane)
             {
@@ -196,6 +203,30 @@ mod tests {
         let mut p = Pressure::default();
         p.note(&g, None, 4, part(&["jobs", "pods"]));
         assert!(p.to_pause().is_empty());
+    }
+
+    #[test]
+    fn a_full_lane_of_records_held_for_a_heartbeat_keeps_fetching() {
+        // A checked lane: three records and no heartbeat after them yet. The merge sees
+        // nothing (no head), so no task "waits" for the lane, yet only its next heartbeat
+        // can release them: pausing it would wait forever.
+        let mut g = Gate::new([true, true]).checking([true, false], 0);
+        for off in 0..3 {
+            g.push(0, Writer::SOLE, (100 + off, off), Mark::Record, ());
+        }
+        assert!(g.waiting(None).is_none(), "nothing shown to the merge");
+        let mut p = Pressure::default();
+        p.note(&g, None, 3, part(&["jobs", "pods"]));
+        assert!(p.to_pause().is_empty(), "{p:?}");
+        // Its heartbeats came (the first is judged by the one after it): the records show,
+        // and a full lane pauses again.
+        g.push(0, Writer::SOLE, (103, 3), Mark::Through, ());
+        assert!(g.awaits_heartbeat(0), "a first heartbeat waits for the next");
+        g.push(0, Writer::SOLE, (104, 4), Mark::Through, ());
+        assert!(!g.awaits_heartbeat(0));
+        let mut p = Pressure::default();
+        p.note(&g, None, 3, part(&["jobs", "pods"]));
+        assert_eq!(p.to_pause(), BTreeSet::from([("jobs".to_owned(), 0)]));
     }
 
     #[test]
