@@ -191,7 +191,7 @@ pub fn session(record: &SessionRecord, observed_at_ms: i64) -> Result<Session, O
         return Err(ObserveError::MissingIdentity { kind: "Session", object, field: "session_id" });
     }
     let uid = match record.pod.uid.as_deref() {
-        Some(uid) => Some(checked_uid("Session", &object, "pod.uid", uid)?),
+        Some(uid) => Some(checked_uid("Session", || object.clone(), "pod.uid", uid)?),
         None => None,
     };
     Ok(Session {
@@ -229,14 +229,15 @@ fn object_meta(
     m: &meta::ObjectMeta,
     cfg: &MinimizeConfig,
 ) -> Result<ObjectMeta, ObserveError> {
-    let object = format!("{}/{}", m.namespace.as_deref().unwrap_or("?"), m.name.as_deref().unwrap_or("?"));
-    let missing = |field| ObserveError::MissingIdentity { kind, object: object.clone(), field };
+    // Named only in an error: formatted then, not for every object.
+    let object = || format!("{}/{}", m.namespace.as_deref().unwrap_or("?"), m.name.as_deref().unwrap_or("?"));
+    let missing = |field| ObserveError::MissingIdentity { kind, object: object(), field };
     let namespace = non_empty(m.namespace.as_deref()).ok_or_else(|| missing("metadata.namespace"))?;
     let name = non_empty(m.name.as_deref()).ok_or_else(|| missing("metadata.name"))?;
     let uid = non_empty(m.uid.as_deref()).ok_or_else(|| missing("metadata.uid"))?;
     let session_label = std::iter::once(&cfg.session_label);
     Ok(ObjectMeta {
-        uid: checked_uid(kind, &object, "metadata.uid", &uid)?,
+        uid: checked_uid(kind, object, "metadata.uid", &uid)?,
         namespace,
         name,
         resource_version: m.resource_version.clone(),
@@ -267,7 +268,7 @@ fn controller(
     let Some(r) = refs.unwrap_or_default().iter().find(|r| r.controller == Some(true)) else {
         return Ok(None);
     };
-    let uid = checked_uid(kind, &display(owned), "metadata.ownerReferences[].uid", &r.uid)?;
+    let uid = checked_uid(kind, || display(owned), "metadata.ownerReferences[].uid", &r.uid)?;
     Ok(Some(OwnerReference { kind: r.kind.clone(), name: r.name.clone(), uid }))
 }
 
@@ -308,7 +309,7 @@ fn termination(state: Option<&minimal::ContainerState>) -> Option<ContainerTermi
 /// what the API server generates and what an Avro reader accepts and gives back unchanged.
 fn checked_uid(
     kind: &'static str,
-    object: &str,
+    object: impl FnOnce() -> String,
     field: &'static str,
     uid: &str,
 ) -> Result<String, ObserveError> {
@@ -320,7 +321,7 @@ fn checked_uid(
     if canonical {
         Ok(uid.to_owned())
     } else {
-        Err(ObserveError::InvalidUid { kind, object: object.to_owned(), field, value: uid.to_owned() })
+        Err(ObserveError::InvalidUid { kind, object: object(), field, value: uid.to_owned() })
     }
 }
 

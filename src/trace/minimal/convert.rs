@@ -38,7 +38,7 @@ fn meta(m: &meta::ObjectMeta) -> meta::ObjectMeta {
 }
 
 fn template(t: &core::PodTemplateSpec) -> PodTemplate {
-    PodTemplate { metadata: t.metadata.as_ref().map(meta) }
+    PodTemplate { metadata: t.metadata.as_ref().map(|m| Box::new(meta(m))) }
 }
 
 fn container(c: &core::Container) -> Container {
@@ -151,7 +151,7 @@ impl From<&batch::CronJob> for CronJob {
                 starting_deadline_seconds: s.starting_deadline_seconds,
                 concurrency_policy: s.concurrency_policy.clone(),
                 job_template: JobTemplate {
-                    metadata: s.job_template.metadata.as_ref().map(meta),
+                    metadata: s.job_template.metadata.as_ref().map(|m| Box::new(meta(m))),
                     spec: s
                         .job_template
                         .spec

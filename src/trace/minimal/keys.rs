@@ -130,7 +130,9 @@ struct Meta {
     namespace: Option<String>,
     uid: Option<String>,
     resource_version: Option<String>,
+    #[serde(default, deserialize_with = "super::time::opt")]
     creation_timestamp: Option<Time>,
+    #[serde(default, deserialize_with = "super::time::opt")]
     deletion_timestamp: Option<Time>,
     #[serde(default, deserialize_with = "labels")]
     labels: Option<BTreeMap<String, String>>,
@@ -183,6 +185,6 @@ pub(super) fn allowlisted<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta,
 }
 
 /// [`allowlisted`] for an optional `metadata` (a template's).
-pub(super) fn allowlisted_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ObjectMeta>, D::Error> {
-    Ok(Option::<Meta>::deserialize(d)?.map(ObjectMeta::from))
+pub(super) fn allowlisted_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<ObjectMeta>>, D::Error> {
+    Ok(Option::<Meta>::deserialize(d)?.map(|m| Box::new(ObjectMeta::from(m))))
 }
