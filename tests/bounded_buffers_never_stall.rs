@@ -16,7 +16,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use kubefacts::{codec::Codec, journal::JobRun};
-use support::{KillOnDrop, Scratch, infra, kubefacts_ok, process_command, read_topic, simulate_small};
+use support::{KillOnDrop, Scratch, infra, kubefacts_ok, process_command, simulate_small};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_held_for_a_heartbeat_keep_their_partition_fetching() {
@@ -90,13 +90,7 @@ async fn records_held_for_a_heartbeat_keep_their_partition_fetching() {
     let codec = Codec::new(None).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let got = loop {
-        let (bootstrap, topic) = (infra.bootstrap.clone(), facts.clone());
-        let records = tokio::task::spawn_blocking(move || {
-            support::topic_exists(&bootstrap, &topic).then(|| read_topic(&bootstrap, &topic))
-        })
-        .await
-        .unwrap()
-        .unwrap_or_default();
+        let records = support::read_topic_so_far(&infra.bootstrap, &facts).await;
         let mut runs = Vec::new();
         for r in &records {
             let run: JobRun = codec.decode_as(&r.value).await.unwrap();

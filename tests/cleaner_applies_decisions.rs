@@ -23,7 +23,7 @@ use kubefacts::{
 };
 use rdkafka::producer::FutureRecord;
 use serde_json::json;
-use support::{Infra, ReadRecord, fake_kube::FakeKube, infra, read_topic, unique_name};
+use support::{Infra, ReadRecord, fake_kube::FakeKube, infra, unique_name};
 
 const PARTITIONS: i32 = 3;
 
@@ -214,13 +214,7 @@ impl World {
 
     /// Every committed record of one of this world's topics (none if it does not exist).
     async fn records(&self, name: &str) -> Vec<ReadRecord> {
-        let (bootstrap, topic) = (self.infra.bootstrap.clone(), self.topic(name));
-        tokio::task::spawn_blocking(move || {
-            support::topic_exists(&bootstrap, &topic).then(|| read_topic(&bootstrap, &topic))
-        })
-        .await
-        .unwrap()
-        .unwrap_or_default()
+        support::read_topic_so_far(&self.infra.bootstrap, &self.topic(name)).await
     }
 
     /// Every committed outcome, decoded; checks each record's key is its Job's UID.

@@ -94,14 +94,7 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
     let codec = Codec::new(None).unwrap();
     let deadline = Instant::now() + Duration::from_secs(90);
     let (bytes, runs) = loop {
-        let bootstrap = infra.bootstrap.clone();
-        let topic = facts.clone();
-        let records = tokio::task::spawn_blocking(move || {
-            support::topic_exists(&bootstrap, &topic).then(|| read_topic(&bootstrap, &topic))
-        })
-        .await
-        .unwrap()
-        .unwrap_or_default();
+        let records = support::read_topic_so_far(&infra.bootstrap, &facts).await;
         let mut runs = Vec::new();
         for r in &records {
             let run: JobRun = codec.decode_as(&r.value).await.unwrap();
@@ -248,13 +241,7 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
     let key_schema = repo_path("schemas/job-run-window-part-key.avsc");
     let deadline = Instant::now() + Duration::from_secs(90);
     let on_kafka = loop {
-        let (bootstrap, topic) = (infra.bootstrap.clone(), journal_topic.clone());
-        let records = tokio::task::spawn_blocking(move || {
-            support::topic_exists(&bootstrap, &topic).then(|| read_topic(&bootstrap, &topic))
-        })
-        .await
-        .unwrap()
-        .unwrap_or_default();
+        let records = support::read_topic_so_far(&infra.bootstrap, &journal_topic).await;
         let values: Vec<Vec<u8>> = records.iter().map(|r| r.value.clone()).collect();
         let keys: Vec<Vec<u8>> = records.iter().map(|r| r.key.clone().unwrap()).collect();
         let decoded = infra.fastavro("single-object", Some(&window_schema), &values);
@@ -311,13 +298,7 @@ async fn runs_on_kafka_equal_the_in_memory_replay() {
     assert!(expected_alerts.values().all(|a| a["state"] != "OK"), "{expected_alerts:?}");
     let deadline = Instant::now() + Duration::from_secs(90);
     let on_kafka = loop {
-        let (bootstrap, topic) = (infra.bootstrap.clone(), alerts_topic.clone());
-        let records = tokio::task::spawn_blocking(move || {
-            support::topic_exists(&bootstrap, &topic).then(|| read_topic(&bootstrap, &topic))
-        })
-        .await
-        .unwrap()
-        .unwrap_or_default();
+        let records = support::read_topic_so_far(&infra.bootstrap, &alerts_topic).await;
         let mut alerts = Vec::new();
         for r in &records {
             let a: kubefacts::coverage::CoverageAlert = codec.decode_as(&r.value).await.unwrap();

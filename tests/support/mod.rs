@@ -484,6 +484,18 @@ pub fn expected_key(record: &kubefacts::observe::ObservationRecord) -> String {
     }
 }
 
+/// Every record of `topic` so far (none while it does not exist yet), read on a blocking
+/// thread: what a test polls until a process has written what it expects.
+pub async fn read_topic_so_far(bootstrap: &str, topic: &str) -> Vec<ReadRecord> {
+    let (bootstrap, topic) = (bootstrap.to_owned(), topic.to_owned());
+    tokio::task::spawn_blocking(move || {
+        topic_exists(&bootstrap, &topic).then(|| read_topic(&bootstrap, &topic))
+    })
+    .await
+    .unwrap()
+    .unwrap_or_default()
+}
+
 /// Whether `topic` exists (with partitions) on the broker.
 pub fn topic_exists(bootstrap: &str, topic: &str) -> bool {
     let c: rdkafka::consumer::BaseConsumer =
