@@ -771,7 +771,9 @@ impl Instance {
     fn exited(&mut self) -> Option<String> {
         let status = self.child.try_wait().unwrap()?;
         let text = self.log_text();
-        let line = text.lines().find(|l| l.contains("Exception:") || l.contains("error")).unwrap_or("");
+        let line = (text.lines().find(|l| l.contains("Exception:")))
+            .or_else(|| text.lines().find(|l| l.contains("ERROR") || l.starts_with("error")))
+            .unwrap_or("");
         Some(format!("{} exited ({status}): {} (log {})", self.name, line.trim(), self.log.display()))
     }
 
