@@ -315,16 +315,11 @@ fn main() {
         "   runs filed: default pipeline {filed}, [runs] + [journal] {rj_filed}, Kafka Streams anchor {ks_filed}"
     );
 
-    let latency = measure_latency(
-        &env,
-        &codec,
-        &config,
-        &profile,
-        hours,
-        args.seed,
-        args.latency_secs,
-        Target::Kubefacts(""),
-    );
+    // The same load against each target, one after the other.
+    let latency_of = |target| {
+        measure_latency(&env, &codec, &config, &profile, hours, args.seed, args.latency_secs, target)
+    };
+    let latency = latency_of(Target::Kubefacts(""));
     println!(
         "   observation-to-output latency at {:.0} observations/s: {} \
          (from sending the Job observation that finished a run to its fact being readable, read_committed)",
@@ -332,29 +327,11 @@ fn main() {
         latency.summary()
     );
     // The same with `[runs]` alone: what the journal's work on the same cores costs.
-    let alone = measure_latency(
-        &env,
-        &codec,
-        &config,
-        &profile,
-        hours,
-        args.seed,
-        args.latency_secs,
-        Target::Kubefacts(RUNS_ALONE),
-    );
+    let alone = latency_of(Target::Kubefacts(RUNS_ALONE));
     println!("   … with [runs] alone (no [journal] in the process):          {}", alone.summary());
     // An anchor that could not hold this fleet's windows is not measured again.
     let ks_latency = match anchor_failed {
-        None => measure_latency(
-            &env,
-            &codec,
-            &config,
-            &profile,
-            hours,
-            args.seed,
-            args.latency_secs,
-            Target::Streams,
-        ),
+        None => latency_of(Target::Streams),
         Some(_) => Latency::none(),
     };
     println!("   … the Kafka Streams anchor:                                  {}", ks_latency.summary());
