@@ -40,7 +40,7 @@ pub(super) fn opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Time>, D::Er
 }
 
 /// `s` as a timestamp: the API server's form by hand, any other through jiff.
-pub(super) fn parse(s: &str) -> Result<Timestamp, jiff::Error> {
+fn parse(s: &str) -> Result<Timestamp, jiff::Error> {
     match api_server_form(s.as_bytes()) {
         Some(t) => Ok(t),
         None => s.parse(),
