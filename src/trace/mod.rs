@@ -454,13 +454,26 @@ impl<R: BufRead> Iterator for TraceReader<R> {
             }
             self.line += 1;
             let line = self.line;
-            if let Err(e) = std::str::from_utf8(&self.raw) {
-                self.flush_unterminated(line - 1);
-                let column = e.valid_up_to() + 1;
-                self.pending.push_back((line, Err(TraceError::NotUtf8 { line, column })));
+            let text = match std::str::from_utf8(&self.raw) {
+                Ok(text) => text,
+                Err(e) => {
+                    self.flush_unterminated(line - 1);
+                    let column = e.valid_up_to() + 1;
+                    self.pending.push_back((line, Err(TraceError::NotUtf8 { line, column })));
+                    continue;
+                }
+            };
+            let first = self.raw.first().copied().unwrap_or(b' ');
+            // The usual trace holds one entry per line: read it where it lies, without
+            // copying it or scanning its brackets. Anything else (a value over several
+            // lines, a broken one) takes the general path below, which names its errors.
+            if first == b'{'
+                && self.buf.is_empty()
+                && let Some(entries) = whole_line(text, line, &self.keys)
+            {
+                self.pending.extend(entries.into_iter().map(|r| (line, r)));
                 continue;
             }
-            let first = self.raw.first().copied().unwrap_or(b' ');
             let blank = self.raw.iter().all(u8::is_ascii_whitespace);
             if blank && self.buf.is_empty() {
                 continue;
@@ -480,6 +493,19 @@ impl<R: BufRead> Iterator for TraceReader<R> {
             }
         }
     }
+}
+
+/// The entries of `text`, one line holding exactly one complete value; `None` when it
+/// holds anything else.
+fn whole_line(
+    text: &str,
+    line: usize,
+    keys: &Option<Arc<KeptKeys>>,
+) -> Option<Vec<Result<MinimalEntry, TraceError>>> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let head = Head::deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(in_scope(keys, || parse_head(line, head, text)))
 }
 
 /// `f` with `keys` kept by the objects it decodes (`None`: every key).
@@ -522,27 +548,18 @@ impl Nesting {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Timestamp {
-    Millis(i64),
-    Text(String),
-}
-
 fn observed_at(line: usize, raw: Option<&Json>) -> Result<i64, TraceError> {
     let raw = raw.ok_or(TraceError::MissingObservedAt { line })?;
-    let ms = match Timestamp::deserialize(raw) {
-        Ok(Timestamp::Millis(ms)) => ms,
-        Ok(Timestamp::Text(s)) => s
+    // Matched, not an untagged enum: that one builds an error message per text timestamp.
+    let ms = match raw {
+        Json::String(s) => s
             .parse::<jiff::Timestamp>()
             .map(|t| t.as_millisecond())
             .map_err(|e| TraceError::InvalidObservedAt { line, reason: format!("{s:?}: {e}") })?,
-        Err(_) => {
-            return Err(TraceError::InvalidObservedAt {
-                line,
-                reason: format!("expected RFC 3339 text or integer epoch milliseconds, found {raw}"),
-            });
-        }
+        other => other.as_i64().ok_or_else(|| TraceError::InvalidObservedAt {
+            line,
+            reason: format!("expected RFC 3339 text or integer epoch milliseconds, found {raw}"),
+        })?,
     };
     if !OBSERVED_AT_RANGE_MS.contains(&ms) {
         return Err(TraceError::InvalidObservedAt {

@@ -174,3 +174,35 @@ fn written_entries_read_back_identically() {
     assert_eq!(back, entries);
     assert_eq!(back[0], read_all(JOB_EVENT).remove(0).unwrap(), "written as read");
 }
+
+#[test]
+fn a_value_on_its_own_line_reads_as_it_does_among_others() {
+    // Each value on its own line takes the one-line path; indented by a space, the same
+    // values take the general one (a value starting past the first column). Entries,
+    // errors and the lines they name must not tell the two apart.
+    let lines = [
+        JOB_EVENT,
+        r#"{"type":"HEARTBEAT","observed_at":"2026-11-29T10:00:01Z"}"#,
+        r#"{"type":"SNAPSHOT_BEGIN","observed_at":6,"epoch":2,"kinds":["Job"]}"#,
+        r#"{"apiVersion":"v1","kind":"List","observed_at":2000,"items":[{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}}]}"#,
+        r#"{"type":"HEARTBEAT","observed_at":7} {"type":"HEARTBEAT","observed_at":8}"#,
+        r#"{"type":"ADDED","observed_at":9,"object":[]}"#,
+        r#"{"type":"HEARTBEAT","observed_at":1.5}"#,
+        r#"{"type":"HEARTBEAT","observed_at":-1}"#,
+        r#"{"type":"SESSION","observed_at":8,"session":{"session_id":"s-1","state":"PAUSED","pod":{"namespace":"agents","name":"s-1"},"owner":"team-a"}}"#,
+    ];
+    let read_lines = |indent: &str| {
+        let text: String = lines.iter().map(|l| format!("{indent}{l}\n")).collect();
+        let reader = read(text.as_bytes());
+        let line = reader.entry_line();
+        let mut out = Vec::new();
+        for entry in reader {
+            out.push((line.get(), entry.map_err(|e| e.to_string())));
+        }
+        out
+    };
+    let (alone, among) = (read_lines(""), read_lines(" "));
+    assert_eq!(alone.len(), 10, "{alone:#?}");
+    assert_eq!(alone.iter().filter(|(_, e)| e.is_err()).count(), 3, "{alone:#?}");
+    assert_eq!(alone, among);
+}
