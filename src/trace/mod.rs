@@ -502,10 +502,12 @@ fn whole_line(
     line: usize,
     keys: &Option<Arc<KeptKeys>>,
 ) -> Option<Vec<Result<MinimalEntry, TraceError>>> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let head = Head::deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    Some(in_scope(keys, || parse_head(line, head, text)))
+    in_scope(keys, || {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let head = Head::<Decoded>::deserialize(&mut de).ok()?;
+        de.end().ok()?;
+        Some(parse_head(line, head, text))
+    })
 }
 
 /// `f` with `keys` kept by the objects it decodes (`None`: every key).
@@ -598,7 +600,8 @@ pub fn parse_value(line: usize, v: Json) -> Vec<Result<MinimalEntry, TraceError>
 /// The fields of a trace value the reader looks at. Objects stay raw text until their kind
 /// is known, then decode straight into the allowlisted types.
 #[derive(Deserialize)]
-struct Head<'a> {
+#[serde(bound(deserialize = "O: Deserialize<'de>"))]
+struct Head<'a, O = &'a RawValue> {
     #[serde(rename = "type")]
     ty: Option<Json>,
     #[serde(default, deserialize_with = "present")]
@@ -609,10 +612,46 @@ struct Head<'a> {
     session: Option<Json>,
     #[serde(default, deserialize_with = "present")]
     kind: Option<Json>,
-    #[serde(borrow)]
-    object: Option<&'a RawValue>,
+    object: Option<O>,
     #[serde(borrow)]
     items: Option<&'a RawValue>,
+}
+
+/// A watch event's `object` as [`Head`] holds it: its text, decoded afterwards, or
+/// decoded as it was read.
+trait EventObject {
+    /// The object, or why it is not one.
+    fn decode(self, line: usize) -> Result<MinimalObject, TraceError>;
+}
+
+impl EventObject for &RawValue {
+    fn decode(self, line: usize) -> Result<MinimalObject, TraceError> {
+        if !self.get().starts_with('{') {
+            let reason = format!("expected an object, found {}", raw_kind(self));
+            return Err(TraceError::InvalidField { line, field: "object", reason });
+        }
+        decode_object(line, self.get())
+    }
+}
+
+/// An object decoded in the same pass as the line around it. It is only ever read where
+/// every failure falls back to the general path, which names the error: failing is all
+/// this needs to do.
+struct Decoded(MinimalObject);
+
+impl<'de> Deserialize<'de> for Decoded {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match serde::de::DeserializeSeed::deserialize(&mut KindSeen::default(), d)? {
+            Some(object) => Ok(Decoded(object)),
+            None => Err(serde::de::Error::custom("not an object of a kind read, in the usual order")),
+        }
+    }
+}
+
+impl EventObject for Decoded {
+    fn decode(self, _line: usize) -> Result<MinimalObject, TraceError> {
+        Ok(self.0)
+    }
 }
 
 /// A field that is there, `null` included (`Option` alone reads `null` as absent).
@@ -636,14 +675,18 @@ pub fn parse_raw(line: usize, raw: &RawValue) -> Vec<Result<MinimalEntry, TraceE
         return vec![Err(not_object("(value)", raw))];
     }
     match serde_json::from_str(raw.get()) {
-        Ok(head) => parse_head(line, head, raw.get()),
+        Ok(head) => parse_head::<&RawValue>(line, head, raw.get()),
         Err(e) => vec![Err(TraceError::InvalidField { line, field: "(value)", reason: serde_reason(&e) })],
     }
 }
 
 /// The entries of one trace value whose top-level fields are `v` and whose whole text is
 /// `whole` (a bare object is decoded from it).
-fn parse_head(line: usize, v: Head, whole: &str) -> Vec<Result<MinimalEntry, TraceError>> {
+fn parse_head<O: EventObject>(
+    line: usize,
+    v: Head<'_, O>,
+    whole: &str,
+) -> Vec<Result<MinimalEntry, TraceError>> {
     let not_object = |field, raw: &RawValue| TraceError::InvalidField {
         line,
         field,
@@ -668,12 +711,10 @@ fn parse_head(line: usize, v: Head, whole: &str) -> Vec<Result<MinimalEntry, Tra
     };
     match ty {
         Some(action @ ("ADDED" | "MODIFIED" | "DELETED")) => {
-            let object = match v.object {
-                None => return vec![Err(TraceError::MissingField { line, field: "object" })],
-                Some(o) if o.get().starts_with('{') => o,
-                Some(other) => return vec![Err(not_object("object", other))],
+            let Some(object) = v.object else {
+                return vec![Err(TraceError::MissingField { line, field: "object" })];
             };
-            vec![decode_object(line, object.get()).and_then(|o| {
+            vec![object.decode(line).and_then(|o| {
                 entry(if action == "DELETED" { TraceEvent::Deleted(o) } else { TraceEvent::Applied(o) })
             })]
         }

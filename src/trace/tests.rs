@@ -190,6 +190,9 @@ fn a_value_on_its_own_line_reads_as_it_does_among_others() {
         r#"{"type":"HEARTBEAT","observed_at":1.5}"#,
         r#"{"type":"HEARTBEAT","observed_at":-1}"#,
         r#"{"type":"SESSION","observed_at":8,"session":{"session_id":"s-1","state":"PAUSED","pod":{"namespace":"agents","name":"s-1"},"owner":"team-a"}}"#,
+        r#"{"type":"DELETED","observed_at":10,"object":{"metadata":{"name":"b"},"kind":"Namespace","apiVersion":"v1"}}"#,
+        r#"{"type":"ADDED","observed_at":11,"object":{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"}}}"#,
+        r#"{"type":"ADDED","observed_at":12,"object":{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":5}}}"#,
     ];
     let read_lines = |indent: &str| {
         let text: String = lines.iter().map(|l| format!("{indent}{l}\n")).collect();
@@ -202,7 +205,7 @@ fn a_value_on_its_own_line_reads_as_it_does_among_others() {
         out
     };
     let (alone, among) = (read_lines(""), read_lines(" "));
-    assert_eq!(alone.len(), 10, "{alone:#?}");
-    assert_eq!(alone.iter().filter(|(_, e)| e.is_err()).count(), 3, "{alone:#?}");
+    assert_eq!(alone.len(), 13, "{alone:#?}");
+    assert_eq!(alone.iter().filter(|(_, e)| e.is_err()).count(), 5, "{alone:#?}");
     assert_eq!(alone, among);
 }
