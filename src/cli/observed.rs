@@ -27,7 +27,7 @@ pub(super) struct TraceFile {
     /// Bytes read so far (for a progress bar).
     pub read_bytes: Rc<Cell<u64>>,
     /// The entries.
-    pub entries: TraceReader<BufReader<CountingRead<Box<dyn Read>>>>,
+    pub entries: TraceReader<BufReader<CountingRead<Box<dyn Read + Send>>>>,
 }
 
 impl std::fmt::Debug for TraceFile {
@@ -39,20 +39,42 @@ impl std::fmt::Debug for TraceFile {
 impl TraceFile {
     /// Opens `path` (`-`: standard input).
     pub(super) fn open(path: &Path) -> anyhow::Result<Self> {
-        let (input, total_bytes): (Box<dyn Read>, _) = if path.as_os_str() == "-" {
+        TraceInput::open(path).map(Self::from)
+    }
+}
+
+impl From<TraceInput> for TraceFile {
+    fn from(input: TraceInput) -> Self {
+        let TraceInput { name, total_bytes, input } = input;
+        let (counted, read_bytes) = CountingRead::new(input);
+        Self {
+            name,
+            total_bytes,
+            read_bytes,
+            entries: trace::read(BufReader::with_capacity(1 << 20, counted)),
+        }
+    }
+}
+
+/// A trace opened and not read yet: it may move to the thread that reads it (a
+/// [`TraceFile`] stays on one).
+pub(super) struct TraceInput {
+    name: String,
+    total_bytes: Option<u64>,
+    input: Box<dyn Read + Send>,
+}
+
+impl TraceInput {
+    /// Opens `path` (`-`: standard input).
+    pub(super) fn open(path: &Path) -> anyhow::Result<Self> {
+        let (input, total_bytes): (Box<dyn Read + Send>, _) = if path.as_os_str() == "-" {
             (Box::new(std::io::stdin()), None)
         } else {
             let file = File::open(path).with_context(|| format!("reading {}", path.display()))?;
             let size = file.metadata().ok().map(|m| m.len());
             (Box::new(file), size)
         };
-        let (counted, read_bytes) = CountingRead::new(input);
-        Ok(Self {
-            name: path.display().to_string(),
-            total_bytes,
-            read_bytes,
-            entries: trace::read(BufReader::with_capacity(1 << 20, counted)),
-        })
+        Ok(Self { name: path.display().to_string(), total_bytes, input })
     }
 }
 

@@ -6,11 +6,11 @@ use std::{path::PathBuf, time::Instant};
 use clap::Args;
 
 use super::{
-    observed::{FinishArgs, Observed, TraceFile, finished_line},
+    observed::{FinishArgs, Observed, TraceFile, TraceInput, finished_line},
     progress::Progress,
 };
 use kubefacts::{
-    observe::{Observer, model::Source},
+    observe::{Observation, Observer, model::Source},
     watch::Publisher,
 };
 
@@ -37,10 +37,16 @@ pub struct PublishArgs {
     pub finish: FinishArgs,
 }
 
+/// Observations per message from the reading thread to the publishing one (the channel's
+/// cost is per message).
+const CHUNK_OBSERVATIONS: usize = 1024;
+/// Messages between the two threads: how far reading may run ahead of publishing.
+const CHUNKS_AHEAD: usize = 16;
+
 pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let config = super::load_pipeline(args.config.as_deref())?;
-    let trace = TraceFile::open(&args.input)?;
+    let input = TraceInput::open(&args.input)?;
     args.topics.ensure(&args.kafka.bootstrap, &config.topics).await?;
     let codec = args.kafka.codec()?;
     let mut publisher = Publisher::connect(&args.kafka.bootstrap, &codec, &config.topics).await?;
@@ -51,49 +57,98 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| std::env::var("HOSTNAME").unwrap_or_else(|_| "kubefacts-publish".into()));
     let source = Source { cluster: config.cluster.clone(), instance, epoch: 1 };
-    let mut observer =
-        Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
-    let mut progress = Progress::new("publish", "observations", trace.total_bytes, true);
-    let (read_bytes, mut published) = (trace.read_bytes.clone(), 0u64);
-    let lines = trace.entries.entry_line();
-    let mut observed = Observed::new("publish", trace.entries.keeping(observer.kept_keys()), &mut observer)
-        .with_lines(lines);
-    for batch in &mut observed {
-        for obs in &batch {
+    // Reading and observing the trace is one core's work, encoding and sending another's:
+    // each gets its own thread, in order through a bounded channel.
+    let (tx, mut rx) = tokio::sync::mpsc::channel(CHUNKS_AHEAD);
+    let reading = std::thread::Builder::new().name("publish-read".into()).spawn({
+        let (config, finish) = (config.clone(), args.finish.finish);
+        move || read_trace(input, source, &config, finish, &tx)
+    })?;
+    while let Some(chunk) = rx.recv().await {
+        for obs in &chunk {
             oldest.check(obs)?;
             publisher.publish(obs).await?;
         }
-        published += batch.len() as u64;
-        progress.update(read_bytes.get(), published);
     }
-    let finished = if args.finish.finish {
-        let (added, batch) = observed.finish(&config);
-        for obs in &batch {
-            publisher.publish(obs).await?;
+    let read =
+        reading.join().map_err(|_| anyhow::anyhow!("publish: the thread reading the trace panicked"))?;
+    publisher.flush().await?;
+    let secs = started.elapsed().as_secs_f64();
+    let counts = publisher.counts();
+    println!(
+        "publish: {} trace entries ({} rejected, {} excluded by admission) → {} records, {} value bytes, in {secs:.2} s ({:.0} entries/s, {:.0} records/s)",
+        read.entries,
+        read.rejected,
+        read.excluded,
+        counts.records,
+        counts.value_bytes,
+        read.entries as f64 / secs.max(1e-9),
+        counts.records as f64 / secs.max(1e-9)
+    );
+    if let Some(line) = read.finished {
+        println!("{line}");
+    }
+    read.all_used
+}
+
+/// What the reading thread found in the trace.
+struct TraceRead {
+    entries: u64,
+    rejected: u64,
+    excluded: u64,
+    /// The `--finish` summary line.
+    finished: Option<String>,
+    /// An error naming every rejected entry, if any was.
+    all_used: anyhow::Result<()>,
+}
+
+/// Reads and observes the trace on its own thread, sending the observations in order.
+/// Stops early, quietly, when the receiver is gone: publishing failed, and that error is
+/// the one reported.
+fn read_trace(
+    input: TraceInput,
+    source: Source,
+    config: &kubefacts::config::PipelineConfig,
+    finish: bool,
+    tx: &tokio::sync::mpsc::Sender<Vec<Observation>>,
+) -> TraceRead {
+    let trace = TraceFile::from(input);
+    let mut observer =
+        Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
+    let mut progress = Progress::new("publish", "observations", trace.total_bytes, true);
+    let (read_bytes, mut observations) = (trace.read_bytes.clone(), 0u64);
+    let lines = trace.entries.entry_line();
+    let mut observed = Observed::new("publish", trace.entries.keeping(observer.kept_keys()), &mut observer)
+        .with_lines(lines);
+    let mut chunk = Vec::with_capacity(CHUNK_OBSERVATIONS);
+    let mut receiver_gone = false;
+    for batch in &mut observed {
+        observations += batch.len() as u64;
+        chunk.extend(batch);
+        if chunk.len() >= CHUNK_OBSERVATIONS {
+            let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_OBSERVATIONS));
+            if tx.blocking_send(full).is_err() {
+                receiver_gone = true;
+                break;
+            }
         }
-        Some(finished_line("publish", &added, &config))
-    } else {
-        None
-    };
+        progress.update(read_bytes.get(), observations);
+    }
+    let finished = (finish && !receiver_gone).then(|| {
+        let (added, batch) = observed.finish(config);
+        chunk.extend(batch);
+        finished_line("publish", &added, config)
+    });
+    if !chunk.is_empty() && !receiver_gone {
+        // A send failing here means the same as above: the publishing error is reported.
+        let _ = tx.blocking_send(chunk);
+    }
     let (entries, rejected) = (observed.entries, observed.rejected_total());
     let all_used = observed.all_used("published");
     observer.finish();
-    publisher.flush().await?;
     progress.finish();
-    let secs = started.elapsed().as_secs_f64();
-    let excluded: u64 = observer.admission().excluded.values().sum();
-    let counts = publisher.counts();
-    println!(
-        "publish: {entries} trace entries ({rejected} rejected, {excluded} excluded by admission) → {} records, {} value bytes, in {secs:.2} s ({:.0} entries/s, {:.0} records/s)",
-        counts.records,
-        counts.value_bytes,
-        entries as f64 / secs.max(1e-9),
-        counts.records as f64 / secs.max(1e-9)
-    );
-    if let Some(line) = finished {
-        println!("{line}");
-    }
-    all_used
+    let excluded = observer.admission().excluded.values().sum();
+    TraceRead { entries, rejected, excluded, finished, all_used }
 }
 
 /// Refuses observations the broker would delete at once: older than their topic's
