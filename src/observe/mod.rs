@@ -214,11 +214,13 @@ impl ObservationRecord {
     }
 
     /// Encodes with `writer`, which must write this record's schema ([`Self::full_name`]);
-    /// a writer of another schema fails with [`CodecError::Encode`].
+    /// a writer of another schema fails ([`CodecError::UnknownRecord`] for the records written
+    /// directly, [`CodecError::Encode`] for the others).
     pub fn encode(&self, writer: &RecordWriter) -> Result<Vec<u8>, CodecError> {
+        // Pods and Jobs are nearly every record: written field by field (`codec::direct`).
         match self {
-            Self::Pod(r) => writer.encode(r),
-            Self::Job(r) => writer.encode(r),
+            Self::Pod(r) => writer.encode_direct(r),
+            Self::Job(r) => writer.encode_direct(r),
             Self::CronJob(r) => writer.encode(r),
             Self::Lease(r) => writer.encode(r),
             Self::Session(r) => writer.encode(r),
