@@ -27,7 +27,7 @@ fn job_records() -> Vec<JobObservation> {
     let source = Source { cluster: "bench".into(), instance: "bench".into(), epoch: 1 };
     let mut observer = Observer::new(source, MinimizeConfig::default());
     trace::read(TRACE.as_bytes())
-        .flat_map(|e| observer.observe(&e.expect("bundled trace parses")).expect("bundled trace observes"))
+        .flat_map(|e| observer.observe(e.expect("bundled trace parses")).expect("bundled trace observes"))
         .filter_map(|o| match o.record {
             ObservationRecord::Job(j) if j.job.is_some() => Some(j),
             _ => None,

@@ -101,12 +101,12 @@ fn main() {
             });
             let (new, nc) = rate(&inputs, min, |j| {
                 let job: minimal::Job = minimal::keeping(&keys, || serde_json::from_str(j)).unwrap();
-                minimize::job(&job, cfg).unwrap().status.conditions.len()
+                minimize::job(job, cfg).unwrap().status.conditions.len()
             });
             for j in &inputs {
                 let old: batch::Job = serde_json::from_str(j).unwrap();
                 let new: minimal::Job = minimal::keeping(&keys, || serde_json::from_str(j)).unwrap();
-                assert_eq!(minimize::openapi::job(&old, cfg), minimize::job(&new, cfg), "both paths agree");
+                assert_eq!(minimize::openapi::job(&old, cfg), minimize::job(new, cfg), "both paths agree");
             }
             (old, oc, new, nc)
         } else {
@@ -116,12 +116,12 @@ fn main() {
             });
             let (new, nc) = rate(&inputs, min, |p| {
                 let pod: minimal::Pod = minimal::keeping(&keys, || serde_json::from_str(p)).unwrap();
-                minimize::pod(&pod, cfg).unwrap().containers.len()
+                minimize::pod(pod, cfg).unwrap().containers.len()
             });
             for p in &inputs {
                 let old: core::Pod = serde_json::from_str(p).unwrap();
                 let new: minimal::Pod = minimal::keeping(&keys, || serde_json::from_str(p)).unwrap();
-                assert_eq!(minimize::openapi::pod(&old, cfg), minimize::pod(&new, cfg), "both paths agree");
+                assert_eq!(minimize::openapi::pod(&old, cfg), minimize::pod(new, cfg), "both paths agree");
             }
             (old, oc, new, nc)
         };

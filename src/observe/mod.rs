@@ -254,35 +254,37 @@ pub fn pod_routing_key<'a>(pod: &'a Pod, session_label: &str) -> &'a str {
 /// used as given, except that snapshot markers carry their own epoch; callers advance
 /// `source.epoch` at SNAPSHOT_BEGIN ([`Observer`] does).
 pub fn observe(
-    entry: &MinimalEntry,
+    entry: MinimalEntry,
     source: &Source,
     cfg: &MinimizeConfig,
 ) -> Result<Vec<Observation>, ObserveError> {
-    observe_at(entry, entry.observed_at_ms, source, cfg)
+    let at = entry.observed_at_ms;
+    observe_at(entry, at, source, cfg)
 }
 
 /// [`observe`], stamping the observations `at` (the entry's time, or later: [`Observer`]).
+/// The entry is taken by value: its strings move into the records, not copied.
 pub fn observe_at(
-    entry: &MinimalEntry,
+    entry: MinimalEntry,
     at: i64,
     source: &Source,
     cfg: &MinimizeConfig,
 ) -> Result<Vec<Observation>, ObserveError> {
     use ObservationEvent as E;
-    let (object, event) = match &entry.event {
+    let (object, event) = match entry.event {
         TraceEvent::Applied(object) => (object, E::Applied),
         TraceEvent::Deleted(object) => (object, E::Deleted),
         TraceEvent::Heartbeat => return Ok(markers(&InputTopic::ALL, source, at, E::Heartbeat)),
         TraceEvent::SnapshotBegin { epoch, kinds } => {
-            let source = Source { epoch: *epoch, ..source.clone() };
+            let source = Source { epoch, ..source.clone() };
             return Ok(markers(&relisted(kinds.as_deref()), &source, at, E::SnapshotBegin));
         }
         TraceEvent::SnapshotEnd { epoch, kinds } => {
-            let source = Source { epoch: *epoch, ..source.clone() };
+            let source = Source { epoch, ..source.clone() };
             return Ok(markers(&relisted(kinds.as_deref()), &source, at, E::SnapshotEnd));
         }
         TraceEvent::Session(record) => {
-            let session = minimize::session(record, at)?;
+            let session = minimize::session(&record, at)?;
             let key = session.session_id.clone();
             let record = SessionObservation {
                 source: source.clone(),
@@ -296,26 +298,26 @@ pub fn observe_at(
     let (source, observed_at) = (source.clone(), at);
     let observation = match object {
         MinimalObject::Pod(pod) => {
-            let pod = minimize::pod(pod, cfg)?;
+            let pod = minimize::pod(*pod, cfg)?;
             let key = pod_routing_key(&pod, &cfg.session_label).to_owned();
             let pod = Some(pod);
             keyed(key, ObservationRecord::Pod(PodObservation { source, observed_at, event, pod }))
         }
         MinimalObject::Job(job) => {
-            let job = minimize::job(job, cfg)?;
+            let job = minimize::job(*job, cfg)?;
             let key = job.meta.uid.clone();
             let job = Some(job);
             keyed(key, ObservationRecord::Job(JobObservation { source, observed_at, event, job }))
         }
         MinimalObject::CronJob(cronjob) => {
-            let cronjob = minimize::cronjob(cronjob, cfg)?;
+            let cronjob = minimize::cronjob(*cronjob, cfg)?;
             let key = cronjob.meta.uid.clone();
             let cronjob = Some(cronjob);
             let record = CronJobObservation { source, observed_at, event, cronjob };
             keyed(key, ObservationRecord::CronJob(record))
         }
         MinimalObject::Lease(lease) => {
-            let lease = minimize::lease(lease, cfg)?;
+            let lease = minimize::lease(*lease, cfg)?;
             let key = format!("{}/{}", lease.meta.namespace, lease.meta.name);
             let lease = Some(lease);
             let record = LeaseObservation { source, observed_at, event, lease };
@@ -385,7 +387,7 @@ impl Observer {
     /// entry, or earlier held ones with it — in order. Each result is one released entry;
     /// an error rejects that entry only.
     pub fn admit(&mut self, entry: impl Into<MinimalEntry>) -> Vec<Result<Vec<Observation>, ObserveError>> {
-        self.admission.offer(entry).iter().map(|e| self.observe(e)).collect()
+        self.admission.offer(entry).into_iter().map(|e| self.observe(e)).collect()
     }
 
     /// End of input: what is still held is excluded as unresolved (and counted).
@@ -410,7 +412,7 @@ impl Observer {
     /// follows on its partitions (docs/RUNTIME.md, "Watermarks across tasks"), so an entry
     /// released after it with a time not past `T` — observed in the same millisecond, or
     /// held by admission meanwhile — is stamped `T + 1`; heartbeats never go back in time.
-    pub fn observe(&mut self, entry: &MinimalEntry) -> Result<Vec<Observation>, ObserveError> {
+    pub fn observe(&mut self, entry: MinimalEntry) -> Result<Vec<Observation>, ObserveError> {
         if let TraceEvent::SnapshotBegin { epoch, .. } = entry.event {
             self.source.epoch = self.source.epoch.max(epoch);
         }

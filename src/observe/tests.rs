@@ -206,7 +206,7 @@ fn observe(
     source: &Source,
     cfg: &MinimizeConfig,
 ) -> Result<Vec<Observation>, ObserveError> {
-    super::observe(&entry.clone().into(), source, cfg)
+    super::observe(entry.clone().into(), source, cfg)
 }
 
 /// Minimization both ways: from the allowlisted objects (what runs) and from the whole
@@ -226,19 +226,19 @@ mod both {
     }
 
     pub fn pod(p: &core::Pod, cfg: &MinimizeConfig) -> Result<model::Pod, ObserveError> {
-        agree(minimize::pod(&p.into(), cfg), minimize::openapi::pod(p, cfg))
+        agree(minimize::pod(p.into(), cfg), minimize::openapi::pod(p, cfg))
     }
 
     pub fn job(j: &batch::Job, cfg: &MinimizeConfig) -> Result<model::Job, ObserveError> {
-        agree(minimize::job(&j.into(), cfg), minimize::openapi::job(j, cfg))
+        agree(minimize::job(j.into(), cfg), minimize::openapi::job(j, cfg))
     }
 
     pub fn cronjob(c: &batch::CronJob, cfg: &MinimizeConfig) -> Result<model::CronJob, ObserveError> {
-        agree(minimize::cronjob(&c.into(), cfg), minimize::openapi::cronjob(c, cfg))
+        agree(minimize::cronjob(c.into(), cfg), minimize::openapi::cronjob(c, cfg))
     }
 
     pub fn lease(l: &coordination::Lease, cfg: &MinimizeConfig) -> Result<model::Lease, ObserveError> {
-        agree(minimize::lease(&l.into(), cfg), minimize::openapi::lease(l, cfg))
+        agree(minimize::lease(l.into(), cfg), minimize::openapi::lease(l, cfg))
     }
 }
 
@@ -707,11 +707,11 @@ fn markers_fan_out_with_no_key() {
 #[test]
 fn the_observer_carries_the_snapshot_epoch_forward() {
     let mut observer = Observer::new(Source { epoch: 0, ..source() }, MinimizeConfig::default());
-    observer.observe(&entry(1, TraceEvent::SnapshotBegin { epoch: 2, kinds: None }).into()).unwrap();
-    let o = observer.observe(&applied(KubeObject::Job(Box::new(job("j", &uid(1))))).into()).unwrap();
+    observer.observe(entry(1, TraceEvent::SnapshotBegin { epoch: 2, kinds: None }).into()).unwrap();
+    let o = observer.observe(applied(KubeObject::Job(Box::new(job("j", &uid(1))))).into()).unwrap();
     assert_eq!(o[0].record.source().epoch, 2);
     let stale =
-        observer.observe(&entry(2, TraceEvent::SnapshotBegin { epoch: 1, kinds: None }).into()).unwrap();
+        observer.observe(entry(2, TraceEvent::SnapshotBegin { epoch: 1, kinds: None }).into()).unwrap();
     assert_eq!(
         (stale[0].record.source().epoch, observer.source().epoch),
         (1, 2),
@@ -1115,7 +1115,7 @@ async fn the_demo_trace_reads_observes_and_round_trips() {
     let codec = Codec::new(None).unwrap();
     let mut per_topic: BTreeMap<InputTopic, usize> = BTreeMap::new();
     for (i, e) in entries.iter().enumerate() {
-        let observations = observer.observe(e).unwrap_or_else(|err| panic!("entry {}: {err}", i + 1));
+        let observations = observer.observe(e.clone()).unwrap_or_else(|err| panic!("entry {}: {err}", i + 1));
         for o in observations {
             *per_topic.entry(o.topic).or_default() += 1;
             assert_eq!(leaks(&o.record), Vec::<String>::new());
@@ -1161,19 +1161,19 @@ fn allowlisted_decoding_observes_exactly_what_whole_objects_did() {
         match new {
             MinimalObject::Pod(new) => {
                 let old: core::Pod = serde_json::from_value(object).unwrap();
-                assert_eq!(minimize::pod(&new, &cfg), minimize::openapi::pod(&old, &cfg), "{line}");
+                assert_eq!(minimize::pod(*new, &cfg), minimize::openapi::pod(&old, &cfg), "{line}");
             }
             MinimalObject::Job(new) => {
                 let old: batch::Job = serde_json::from_value(object).unwrap();
-                assert_eq!(minimize::job(&new, &cfg), minimize::openapi::job(&old, &cfg), "{line}");
+                assert_eq!(minimize::job(*new, &cfg), minimize::openapi::job(&old, &cfg), "{line}");
             }
             MinimalObject::CronJob(new) => {
                 let old: batch::CronJob = serde_json::from_value(object).unwrap();
-                assert_eq!(minimize::cronjob(&new, &cfg), minimize::openapi::cronjob(&old, &cfg), "{line}");
+                assert_eq!(minimize::cronjob(*new, &cfg), minimize::openapi::cronjob(&old, &cfg), "{line}");
             }
             MinimalObject::Lease(new) => {
                 let old: coordination::Lease = serde_json::from_value(object).unwrap();
-                assert_eq!(minimize::lease(&new, &cfg), minimize::openapi::lease(&old, &cfg), "{line}");
+                assert_eq!(minimize::lease(*new, &cfg), minimize::openapi::lease(&old, &cfg), "{line}");
             }
             MinimalObject::Namespace(new) => {
                 // Admission reads a Namespace's name and opt-out annotation only.

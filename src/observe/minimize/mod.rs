@@ -80,20 +80,20 @@ impl Default for MinimizeConfig {
 
 /// Minimizes a Pod: identity, controller, phase, and per container its requests, restart
 /// count and terminations.
-pub fn pod(pod: &minimal::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
-    let meta = object_meta("Pod", &pod.metadata, cfg)?;
-    let controller = controller("Pod", &meta, pod.metadata.owner_references.as_deref())?;
-    let spec = pod.spec.as_ref();
-    let status = pod.status.as_ref();
+pub fn pod(pod: minimal::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
+    let minimal::Pod { mut metadata, spec, status } = pod;
+    let refs = metadata.owner_references.take();
+    let meta = object_meta("Pod", metadata, cfg)?;
+    let controller = controller("Pod", &meta, refs)?;
+    let (containers_spec, init_spec) =
+        spec.map_or_else(Default::default, |s| (s.containers, s.init_containers));
+    let status = status.as_ref();
     Ok(Pod {
         controller,
         phase: pod_phase(status.and_then(|s| s.phase.as_deref())),
-        containers: containers(
-            spec.map(|s| s.containers.as_slice()).unwrap_or_default(),
-            status.and_then(|s| s.container_statuses.as_deref()),
-        ),
+        containers: containers(containers_spec, status.and_then(|s| s.container_statuses.as_deref())),
         init_containers: containers(
-            spec.and_then(|s| s.init_containers.as_deref()).unwrap_or_default(),
+            init_spec.unwrap_or_default(),
             status.and_then(|s| s.init_container_statuses.as_deref()),
         ),
         meta,
@@ -103,20 +103,23 @@ pub fn pod(pod: &minimal::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError
 /// Minimizes a Job: identity, scheduling CronJob, the spec fields that bound a run and its
 /// status. Absent `active`/`succeeded`/`failed` counts are written as 0 (the API omits
 /// zero counts).
-pub fn job(job: &minimal::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> {
-    let meta = object_meta("Job", &job.metadata, cfg)?;
-    let owner_cronjob = controller("Job", &meta, job.metadata.owner_references.as_deref())?
-        .filter(|owner| owner.kind == Kind::CronJob);
-    let spec = job.spec.as_ref().map_or_else(JobSpec::default, |s| JobSpec {
+pub fn job(job: minimal::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> {
+    let minimal::Job { mut metadata, spec, status } = job;
+    let refs = metadata.owner_references.take();
+    let meta = object_meta("Job", metadata, cfg)?;
+    let owner_cronjob = controller("Job", &meta, refs)?.filter(|owner| owner.kind == Kind::CronJob);
+    let spec = spec.map_or_else(JobSpec::default, |s| JobSpec {
         parallelism: s.parallelism,
         completions: s.completions,
         backoff_limit: s.backoff_limit,
         ttl_seconds_after_finished: s.ttl_seconds_after_finished,
         suspend: s.suspend,
-        completion_mode: s.completion_mode.clone(),
+        completion_mode: s.completion_mode,
         active_deadline_seconds: s.active_deadline_seconds,
     });
-    let status = job.status.as_ref();
+    let mut status = status;
+    let conditions = status.as_mut().and_then(|s| s.conditions.take()).unwrap_or_default();
+    let status = status.as_ref();
     let uncounted = status.and_then(|s| s.uncounted_terminated_pods.as_ref());
     let count = |list: Option<&Count>| list.map_or(0, |l| saturating_i32(l.0));
     let status = JobStatus {
@@ -128,14 +131,12 @@ pub fn job(job: &minimal::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError
         ready: status.and_then(|s| s.ready),
         uncounted_succeeded: count(uncounted.and_then(|u| u.succeeded.as_ref())),
         uncounted_failed: count(uncounted.and_then(|u| u.failed.as_ref())),
-        conditions: status
-            .and_then(|s| s.conditions.as_deref())
-            .unwrap_or_default()
-            .iter()
+        conditions: conditions
+            .into_iter()
             .map(|c| JobCondition {
-                type_: c.type_.clone(),
                 status: condition_status(&c.status),
-                reason: non_empty(c.reason.as_deref()),
+                type_: c.type_,
+                reason: c.reason.filter(|r| !r.is_empty()),
                 last_transition_time: c.last_transition_time.as_ref().map(time_ms),
             })
             .collect(),
@@ -144,9 +145,9 @@ pub fn job(job: &minimal::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError
 }
 
 /// Minimizes a CronJob: identity, schedule, time zone and the status processors need.
-pub fn cronjob(cronjob: &minimal::CronJob, cfg: &MinimizeConfig) -> Result<CronJob, ObserveError> {
-    let meta = object_meta("CronJob", &cronjob.metadata, cfg)?;
-    let Some(spec) = cronjob.spec.as_ref() else {
+pub fn cronjob(cronjob: minimal::CronJob, cfg: &MinimizeConfig) -> Result<CronJob, ObserveError> {
+    let meta = object_meta("CronJob", cronjob.metadata, cfg)?;
+    let Some(spec) = cronjob.spec else {
         return Err(ObserveError::MissingField {
             kind: "CronJob",
             object: display(&meta),
@@ -155,11 +156,11 @@ pub fn cronjob(cronjob: &minimal::CronJob, cfg: &MinimizeConfig) -> Result<CronJ
     };
     let status = cronjob.status.as_ref();
     Ok(CronJob {
-        schedule: spec.schedule.clone(),
-        time_zone: spec.time_zone.clone(),
+        schedule: spec.schedule,
+        time_zone: spec.time_zone,
         suspend: spec.suspend.unwrap_or(false),
         starting_deadline_seconds: spec.starting_deadline_seconds,
-        concurrency_policy: spec.concurrency_policy.clone(),
+        concurrency_policy: spec.concurrency_policy,
         status: CronJobStatus {
             last_schedule_time: status.and_then(|s| s.last_schedule_time.as_ref()).map(time_ms),
             last_successful_time: status.and_then(|s| s.last_successful_time.as_ref()).map(time_ms),
@@ -170,12 +171,14 @@ pub fn cronjob(cronjob: &minimal::CronJob, cfg: &MinimizeConfig) -> Result<CronJ
 }
 
 /// Minimizes a Lease: holder and timing (MicroTimes truncated to milliseconds).
-pub fn lease(lease: &minimal::Lease, cfg: &MinimizeConfig) -> Result<Lease, ObserveError> {
-    let meta = object_meta("Lease", &lease.metadata, cfg)?;
-    let spec = lease.spec.as_ref();
+pub fn lease(lease: minimal::Lease, cfg: &MinimizeConfig) -> Result<Lease, ObserveError> {
+    let meta = object_meta("Lease", lease.metadata, cfg)?;
+    let mut spec = lease.spec;
+    let holder_identity = spec.as_mut().and_then(|s| s.holder_identity.take());
+    let spec = spec.as_ref();
     Ok(Lease {
         meta,
-        holder_identity: spec.and_then(|s| s.holder_identity.clone()),
+        holder_identity,
         lease_duration_seconds: spec.and_then(|s| s.lease_duration_seconds),
         acquire_time: spec.and_then(|s| s.acquire_time.as_ref()).map(|t| t.0.as_millisecond()),
         renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0.as_millisecond()),
@@ -191,7 +194,10 @@ pub fn session(record: &SessionRecord, observed_at_ms: i64) -> Result<Session, O
         return Err(ObserveError::MissingIdentity { kind: "Session", object, field: "session_id" });
     }
     let uid = match record.pod.uid.as_deref() {
-        Some(uid) => Some(checked_uid("Session", || object.clone(), "pod.uid", uid)?),
+        Some(uid) => {
+            checked_uid("Session", || object.clone(), "pod.uid", uid)?;
+            Some(uid.to_owned())
+        }
         None => None,
     };
     Ok(Session {
@@ -226,67 +232,84 @@ pub fn condition_status(status: &str) -> ConditionStatus {
 
 fn object_meta(
     kind: &'static str,
-    m: &meta::ObjectMeta,
+    m: meta::ObjectMeta,
     cfg: &MinimizeConfig,
 ) -> Result<ObjectMeta, ObserveError> {
+    // Everything is checked before anything moves out: an error names the object whole.
     // Named only in an error: formatted then, not for every object.
     let object = || format!("{}/{}", m.namespace.as_deref().unwrap_or("?"), m.name.as_deref().unwrap_or("?"));
-    let missing = |field| ObserveError::MissingIdentity { kind, object: object(), field };
-    let namespace = non_empty(m.namespace.as_deref()).ok_or_else(|| missing("metadata.namespace"))?;
-    let name = non_empty(m.name.as_deref()).ok_or_else(|| missing("metadata.name"))?;
-    let uid = non_empty(m.uid.as_deref()).ok_or_else(|| missing("metadata.uid"))?;
-    let session_label = std::iter::once(&cfg.session_label);
-    Ok(ObjectMeta {
-        uid: checked_uid(kind, object, "metadata.uid", &uid)?,
+    for (value, field) in
+        [(&m.namespace, "metadata.namespace"), (&m.name, "metadata.name"), (&m.uid, "metadata.uid")]
+    {
+        if value.as_deref().is_none_or(str::is_empty) {
+            return Err(ObserveError::MissingIdentity { kind, object: object(), field });
+        }
+    }
+    checked_uid(kind, object, "metadata.uid", m.uid.as_deref().unwrap_or_default())?;
+    let meta::ObjectMeta {
         namespace,
         name,
-        resource_version: m.resource_version.clone(),
-        creation_timestamp: m.creation_timestamp.as_ref().map(time_ms),
-        deletion_timestamp: m.deletion_timestamp.as_ref().map(time_ms),
-        labels: pick(m.labels.as_ref(), cfg.label_keys.iter().chain(session_label)),
-        annotations: pick(m.annotations.as_ref(), cfg.annotation_keys.iter()),
+        uid,
+        resource_version,
+        creation_timestamp,
+        deletion_timestamp,
+        labels,
+        annotations,
+        ..
+    } = m;
+    let session_label = std::iter::once(&cfg.session_label);
+    Ok(ObjectMeta {
+        uid: uid.unwrap_or_default(),
+        namespace: namespace.unwrap_or_default(),
+        name: name.unwrap_or_default(),
+        resource_version,
+        creation_timestamp: creation_timestamp.as_ref().map(time_ms),
+        deletion_timestamp: deletion_timestamp.as_ref().map(time_ms),
+        labels: pick(labels, cfg.label_keys.iter().chain(session_label)),
+        annotations: pick(annotations, cfg.annotation_keys.iter()),
     })
 }
 
-/// Looks the allowlisted keys up; never iterates the object's own keys.
+/// Takes the allowlisted keys out; never iterates the object's own keys.
 fn pick<'k>(
-    map: Option<&BTreeMap<String, String>>,
+    map: Option<BTreeMap<String, String>>,
     keys: impl Iterator<Item = &'k String>,
 ) -> BTreeMap<String, String> {
-    let Some(map) = map else {
+    let Some(mut map) = map else {
         return BTreeMap::new();
     };
-    keys.filter_map(|k| map.get_key_value(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
+    keys.filter_map(|k| map.remove_entry(k)).collect()
 }
 
 /// The owner reference with `controller: true`, if any.
 fn controller(
     kind: &'static str,
     owned: &ObjectMeta,
-    refs: Option<&[meta::OwnerReference]>,
+    refs: Option<Vec<meta::OwnerReference>>,
 ) -> Result<Option<OwnerReference>, ObserveError> {
-    let Some(r) = refs.unwrap_or_default().iter().find(|r| r.controller == Some(true)) else {
+    let Some(r) = refs.unwrap_or_default().into_iter().find(|r| r.controller == Some(true)) else {
         return Ok(None);
     };
-    let uid = checked_uid(kind, || display(owned), "metadata.ownerReferences[].uid", &r.uid)?;
-    Ok(Some(OwnerReference { kind: r.kind.clone(), name: r.name.clone(), uid }))
+    checked_uid(kind, || display(owned), "metadata.ownerReferences[].uid", &r.uid)?;
+    Ok(Some(OwnerReference { kind: r.kind, name: r.name, uid: r.uid }))
 }
 
 fn containers(
-    spec: &[minimal::Container],
+    spec: Vec<minimal::Container>,
     statuses: Option<&[minimal::ContainerStatus]>,
 ) -> Vec<ContainerObservation> {
-    spec.iter()
+    spec.into_iter()
         .map(|c| {
             let status = statuses.unwrap_or_default().iter().find(|s| s.name == c.name);
-            let requests = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+            let requests = c.resources.and_then(|r| r.requests);
+            let (cpu, memory) = requests.map_or((None, None), |r| (r.cpu, r.memory));
             ContainerObservation {
-                name: c.name.clone(),
-                requests_cpu: requests.and_then(|r| r.cpu.as_ref()).map(|q| q.0.clone()),
-                requests_memory: requests.and_then(|r| r.memory.as_ref()).map(|q| q.0.clone()),
+                requests_cpu: cpu.map(|q| q.0),
+                requests_memory: memory.map(|q| q.0),
                 restart_count: status.map_or(0, |s| s.restart_count),
                 state: status.and_then(|s| termination(s.state.as_ref())),
                 last_state: status.and_then(|s| termination(s.last_state.as_ref())),
+                name: c.name,
             }
         })
         .collect()
@@ -312,14 +335,14 @@ fn checked_uid(
     object: impl FnOnce() -> String,
     field: &'static str,
     uid: &str,
-) -> Result<String, ObserveError> {
+) -> Result<(), ObserveError> {
     let canonical = uid.len() == 36
         && uid.bytes().enumerate().all(|(i, b)| match i {
             8 | 13 | 18 | 23 => b == b'-',
             _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
         });
     if canonical {
-        Ok(uid.to_owned())
+        Ok(())
     } else {
         Err(ObserveError::InvalidUid { kind, object: object(), field, value: uid.to_owned() })
     }
