@@ -2,10 +2,7 @@
 //! kept (tests and benchmarks only) as the reference the allowlisted path must equal
 //! field for field (`observe::tests`) and is measured against (`benches/decode.rs`).
 
-use k8s_openapi::{
-    api::{batch::v1 as batch, coordination::v1 as coordination, core::v1 as core},
-    apimachinery::pkg::apis::meta::v1 as meta,
-};
+use k8s_openapi::api::{batch::v1 as batch, coordination::v1 as coordination, core::v1 as core};
 
 use super::{
     MinimizeConfig, condition_status, controller, display, non_empty, object_meta, pod_phase, saturating_i32,
@@ -19,12 +16,15 @@ use crate::observe::{
         JobStatus, Lease, Pod,
     },
 };
+use crate::trace::minimal::allowlisted_meta;
 
 /// Minimizes a Pod: identity, controller, phase, and per container its requests, restart
 /// count and terminations.
 pub fn pod(pod: &core::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
-    let meta = object_meta("Pod", read_meta(&pod.metadata), cfg)?;
-    let controller = controller("Pod", &meta, pod.metadata.owner_references.clone())?;
+    let mut metadata = allowlisted_meta(&pod.metadata);
+    let refs = metadata.owner_references.take();
+    let meta = object_meta("Pod", metadata, cfg)?;
+    let controller = controller("Pod", &meta, refs)?;
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
     Ok(Pod {
@@ -46,9 +46,10 @@ pub fn pod(pod: &core::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
 /// status. Absent `active`/`succeeded`/`failed` counts are written as 0 (the API omits
 /// zero counts).
 pub fn job(job: &batch::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> {
-    let meta = object_meta("Job", read_meta(&job.metadata), cfg)?;
-    let owner_cronjob = controller("Job", &meta, job.metadata.owner_references.clone())?
-        .filter(|owner| owner.kind == Kind::CronJob);
+    let mut metadata = allowlisted_meta(&job.metadata);
+    let refs = metadata.owner_references.take();
+    let meta = object_meta("Job", metadata, cfg)?;
+    let owner_cronjob = controller("Job", &meta, refs)?.filter(|owner| owner.kind == Kind::CronJob);
     let spec = job.spec.as_ref().map_or_else(JobSpec::default, |s| JobSpec {
         parallelism: s.parallelism,
         completions: s.completions,
@@ -87,7 +88,7 @@ pub fn job(job: &batch::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> 
 
 /// Minimizes a CronJob: identity, schedule, time zone and the status processors need.
 pub fn cronjob(cronjob: &batch::CronJob, cfg: &MinimizeConfig) -> Result<CronJob, ObserveError> {
-    let meta = object_meta("CronJob", read_meta(&cronjob.metadata), cfg)?;
+    let meta = object_meta("CronJob", allowlisted_meta(&cronjob.metadata), cfg)?;
     let Some(spec) = cronjob.spec.as_ref() else {
         return Err(ObserveError::MissingField {
             kind: "CronJob",
@@ -113,7 +114,7 @@ pub fn cronjob(cronjob: &batch::CronJob, cfg: &MinimizeConfig) -> Result<CronJob
 
 /// Minimizes a Lease: holder and timing (MicroTimes truncated to milliseconds).
 pub fn lease(lease: &coordination::Lease, cfg: &MinimizeConfig) -> Result<Lease, ObserveError> {
-    let meta = object_meta("Lease", read_meta(&lease.metadata), cfg)?;
+    let meta = object_meta("Lease", allowlisted_meta(&lease.metadata), cfg)?;
     let spec = lease.spec.as_ref();
     Ok(Lease {
         meta,
@@ -123,22 +124,6 @@ pub fn lease(lease: &coordination::Lease, cfg: &MinimizeConfig) -> Result<Lease,
         renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0.as_millisecond()),
         lease_transitions: spec.and_then(|s| s.lease_transitions),
     })
-}
-
-/// The metadata fields minimization reads, copied (the allowlisted path moves them out of
-/// an object decoded for it; this one keeps the whole object).
-fn read_meta(m: &meta::ObjectMeta) -> meta::ObjectMeta {
-    meta::ObjectMeta {
-        namespace: m.namespace.clone(),
-        name: m.name.clone(),
-        uid: m.uid.clone(),
-        resource_version: m.resource_version.clone(),
-        creation_timestamp: m.creation_timestamp.clone(),
-        deletion_timestamp: m.deletion_timestamp.clone(),
-        labels: m.labels.clone(),
-        annotations: m.annotations.clone(),
-        ..Default::default()
-    }
 }
 
 fn containers(

@@ -12,7 +12,7 @@ use super::{
 };
 
 /// The allowlisted fields of `m` (owner references without their `apiVersion`, as decoded).
-fn meta(m: &meta::ObjectMeta) -> meta::ObjectMeta {
+pub(crate) fn meta(m: &meta::ObjectMeta) -> meta::ObjectMeta {
     meta::ObjectMeta {
         name: m.name.clone(),
         namespace: m.namespace.clone(),

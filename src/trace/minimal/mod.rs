@@ -30,6 +30,7 @@ use serde::{
     de::{IgnoredAny, SeqAccess, Visitor},
 };
 
+pub(crate) use convert::meta as allowlisted_meta;
 pub use keys::{KeptKeys, keeping};
 
 /// One decoded object of a kind kubefacts reads.
