@@ -30,6 +30,9 @@ use serde::{
     de::{IgnoredAny, SeqAccess, Visitor},
 };
 
+/// The reference minimization from whole objects (tests and benchmarks) copies metadata
+/// through the same allowlisted copy.
+#[cfg(any(test, feature = "fixtures"))]
 pub(crate) use convert::meta as allowlisted_meta;
 pub use keys::{KeptKeys, keeping};
 
