@@ -70,8 +70,10 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
             publisher.publish(obs).await?;
         }
     }
-    let read =
-        reading.join().map_err(|_| anyhow::anyhow!("publish: the thread reading the trace panicked"))?;
+    let read = reading
+        .join()
+        .map_err(|_| anyhow::anyhow!("publish: the thread reading the trace panicked"))?
+        .ok_or_else(|| anyhow::anyhow!("publish: the thread reading the trace stopped early"))?;
     publisher.flush().await?;
     let secs = started.elapsed().as_secs_f64();
     let counts = publisher.counts();
@@ -103,15 +105,15 @@ struct TraceRead {
 }
 
 /// Reads and observes the trace on its own thread, sending the observations in order.
-/// Stops early, quietly, when the receiver is gone: publishing failed, and that error is
-/// the one reported.
+/// `None` when it stopped early because the receiver is gone: publishing failed, and that
+/// error is the one reported.
 fn read_trace(
     input: TraceInput,
     source: Source,
     config: &kubefacts::config::PipelineConfig,
     finish: bool,
     tx: &tokio::sync::mpsc::Sender<Vec<Observation>>,
-) -> TraceRead {
+) -> Option<TraceRead> {
     let trace = TraceFile::from(input);
     let mut observer =
         Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone());
@@ -121,34 +123,29 @@ fn read_trace(
     let mut observed = Observed::new("publish", trace.entries.keeping(observer.kept_keys()), &mut observer)
         .with_lines(lines);
     let mut chunk = Vec::with_capacity(CHUNK_OBSERVATIONS);
-    let mut receiver_gone = false;
     for batch in &mut observed {
         observations += batch.len() as u64;
         chunk.extend(batch);
         if chunk.len() >= CHUNK_OBSERVATIONS {
             let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_OBSERVATIONS));
-            if tx.blocking_send(full).is_err() {
-                receiver_gone = true;
-                break;
-            }
+            tx.blocking_send(full).ok()?;
         }
         progress.update(read_bytes.get(), observations);
     }
-    let finished = (finish && !receiver_gone).then(|| {
+    let finished = finish.then(|| {
         let (added, batch) = observed.finish(config);
         chunk.extend(batch);
         finished_line("publish", &added, config)
     });
-    if !chunk.is_empty() && !receiver_gone {
-        // A send failing here means the same as above: the publishing error is reported.
-        let _ = tx.blocking_send(chunk);
+    if !chunk.is_empty() {
+        tx.blocking_send(chunk).ok()?;
     }
     let (entries, rejected) = (observed.entries, observed.rejected_total());
     let all_used = observed.all_used("published");
     observer.finish();
     progress.finish();
     let excluded = observer.admission().excluded.values().sum();
-    TraceRead { entries, rejected, excluded, finished, all_used }
+    Some(TraceRead { entries, rejected, excluded, finished, all_used })
 }
 
 /// Refuses observations the broker would delete at once: older than their topic's

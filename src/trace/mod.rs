@@ -627,8 +627,7 @@ trait EventObject {
 impl EventObject for &RawValue {
     fn decode(self, line: usize) -> Result<MinimalObject, TraceError> {
         if !self.get().starts_with('{') {
-            let reason = format!("expected an object, found {}", raw_kind(self));
-            return Err(TraceError::InvalidField { line, field: "object", reason });
+            return Err(not_object(line, "object", self));
         }
         decode_object(line, self.get())
     }
@@ -664,15 +663,15 @@ fn raw_kind(raw: &RawValue) -> String {
     serde_json::from_str::<Json>(raw.get()).map_or_else(|_| "invalid JSON".into(), |v| json_kind(&v))
 }
 
+/// `field` of the value at `line` is `raw`, where an object belongs.
+fn not_object(line: usize, field: &'static str, raw: &RawValue) -> TraceError {
+    TraceError::InvalidField { line, field, reason: format!("expected an object, found {}", raw_kind(raw)) }
+}
+
 /// Parses one JSON value of a trace, as text, into its entries.
 pub fn parse_raw(line: usize, raw: &RawValue) -> Vec<Result<MinimalEntry, TraceError>> {
-    let not_object = |field, raw: &RawValue| TraceError::InvalidField {
-        line,
-        field,
-        reason: format!("expected an object, found {}", raw_kind(raw)),
-    };
     if !raw.get().starts_with('{') {
-        return vec![Err(not_object("(value)", raw))];
+        return vec![Err(not_object(line, "(value)", raw))];
     }
     match serde_json::from_str(raw.get()) {
         Ok(head) => parse_head::<&RawValue>(line, head, raw.get()),
@@ -687,11 +686,6 @@ fn parse_head<O: EventObject>(
     v: Head<'_, O>,
     whole: &str,
 ) -> Vec<Result<MinimalEntry, TraceError>> {
-    let not_object = |field, raw: &RawValue| TraceError::InvalidField {
-        line,
-        field,
-        reason: format!("expected an object, found {}", raw_kind(raw)),
-    };
     let observed_at_ms = match observed_at(line, v.observed_at.as_ref()) {
         Ok(t) => t,
         Err(e) => return vec![Err(e)],
@@ -794,7 +788,7 @@ fn parse_head<O: EventObject>(
                 .into_iter()
                 .map(|item| {
                     if !item.get().starts_with('{') {
-                        return Err(not_object("items[]", item));
+                        return Err(not_object(line, "items[]", item));
                     }
                     decode_object(line, item.get()).and_then(|o| entry(TraceEvent::Applied(o)))
                 })

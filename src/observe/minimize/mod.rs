@@ -104,7 +104,7 @@ pub fn pod(pod: minimal::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError>
 /// status. Absent `active`/`succeeded`/`failed` counts are written as 0 (the API omits
 /// zero counts).
 pub fn job(job: minimal::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> {
-    let minimal::Job { mut metadata, spec, status } = job;
+    let minimal::Job { mut metadata, spec, mut status } = job;
     let refs = metadata.owner_references.take();
     let meta = object_meta("Job", metadata, cfg)?;
     let owner_cronjob = controller("Job", &meta, refs)?.filter(|owner| owner.kind == Kind::CronJob);
@@ -117,7 +117,6 @@ pub fn job(job: minimal::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError>
         completion_mode: s.completion_mode,
         active_deadline_seconds: s.active_deadline_seconds,
     });
-    let mut status = status;
     let conditions = status.as_mut().and_then(|s| s.conditions.take()).unwrap_or_default();
     let status = status.as_ref();
     let uncounted = status.and_then(|s| s.uncounted_terminated_pods.as_ref());
@@ -195,7 +194,7 @@ pub fn session(record: &SessionRecord, observed_at_ms: i64) -> Result<Session, O
     }
     let uid = match record.pod.uid.as_deref() {
         Some(uid) => {
-            checked_uid("Session", || object.clone(), "pod.uid", uid)?;
+            check_uid("Session", || object.clone(), "pod.uid", uid)?;
             Some(uid.to_owned())
         }
         None => None,
@@ -245,7 +244,7 @@ fn object_meta(
             return Err(ObserveError::MissingIdentity { kind, object: object(), field });
         }
     }
-    checked_uid(kind, object, "metadata.uid", m.uid.as_deref().unwrap_or_default())?;
+    check_uid(kind, object, "metadata.uid", m.uid.as_deref().unwrap_or_default())?;
     let meta::ObjectMeta {
         namespace,
         name,
@@ -290,7 +289,7 @@ fn controller(
     let Some(r) = refs.unwrap_or_default().into_iter().find(|r| r.controller == Some(true)) else {
         return Ok(None);
     };
-    checked_uid(kind, || display(owned), "metadata.ownerReferences[].uid", &r.uid)?;
+    check_uid(kind, || display(owned), "metadata.ownerReferences[].uid", &r.uid)?;
     Ok(Some(OwnerReference { kind: r.kind, name: r.name, uid: r.uid }))
 }
 
@@ -330,7 +329,7 @@ fn termination(state: Option<&minimal::ContainerState>) -> Option<ContainerTermi
 
 /// A Kubernetes UID as the schema's `uuid`: canonical lowercase 8-4-4-4-12 hex, which is
 /// what the API server generates and what an Avro reader accepts and gives back unchanged.
-fn checked_uid(
+fn check_uid(
     kind: &'static str,
     object: impl FnOnce() -> String,
     field: &'static str,
