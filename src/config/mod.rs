@@ -2,6 +2,8 @@
 //! Every component reads the same file (`pipelines/default.toml` is the documented
 //! default), so a deployment renames topics in one place.
 
+pub mod kafka;
+
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -55,6 +57,9 @@ pub struct PipelineConfig {
     /// Topic names.
     #[serde(default)]
     pub topics: TopicsConfig,
+    /// How clients reach the brokers: TLS, SASL, other librdkafka properties.
+    #[serde(default)]
+    pub kafka: kafka::KafkaConfig,
     /// What `kubefacts process` runs, and how.
     #[serde(default)]
     pub process: ProcessConfig,
@@ -93,6 +98,7 @@ impl Default for PipelineConfig {
         let mut cfg = Self {
             cluster: default_cluster(),
             topics: TopicsConfig::default(),
+            kafka: kafka::KafkaConfig::default(),
             process: ProcessConfig::default(),
             admission: crate::observe::AdmissionConfig::default(),
             minimize: crate::observe::MinimizeConfig::default(),
@@ -273,8 +279,13 @@ impl PipelineConfig {
 
     /// Parses and validates TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let mut cfg: Self = toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { origin: origin.into(), source: Box::new(e) })?;
+        let mut cfg: Self = toml::from_str(text).map_err(|mut e| {
+            // A line of the [kafka] section is never echoed: it may hold a mistaken secret.
+            if e.span().is_some_and(|span| kafka::in_kafka_section(text, span.start)) {
+                e.set_input(None);
+            }
+            ConfigError::Parse { origin: origin.into(), source: Box::new(e) }
+        })?;
         cfg.resolve_topic_refs(origin)?;
         cfg.validate(origin)?;
         Ok(cfg)
@@ -317,6 +328,8 @@ impl PipelineConfig {
         if self.cluster.trim().is_empty() {
             return Err(invalid("cluster", "must not be empty".into()));
         }
+        // Secrets are not read here: a pipeline file is checked where they are not mounted.
+        self.kafka.check().map_err(|e| invalid("kafka", e.to_string()))?;
         let r = &self.topics.retention;
         for (key, ms) in [
             ("inputs_ms", r.inputs_ms),
