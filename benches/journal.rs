@@ -250,7 +250,13 @@ fn broker_rate(
             .map(|t| kubefacts::runtime::topics::TopicSpec::new(t.topic_name(&topics), PARTITIONS))
             .collect();
         kubefacts::runtime::topics::ensure_topics(&admin, &specs, true).await.unwrap();
-        let mut publisher = kubefacts::watch::Publisher::connect(bootstrap, codec, &topics).await.unwrap();
+        let mut publisher = kubefacts::watch::Publisher::connect(
+            &kubefacts::config::kafka::Brokers::plaintext(bootstrap),
+            codec,
+            &topics,
+        )
+        .await
+        .unwrap();
         for obs in observations {
             publisher.publish(obs).await.unwrap();
         }

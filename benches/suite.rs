@@ -1271,8 +1271,13 @@ fn measure_latency(
     let pids = [inst.child.id(), broker_pid(), std::process::id()];
     let cpu_before = pids.map(cpu_secs);
     rt.block_on(async {
-        let mut publisher =
-            kubefacts::watch::Publisher::connect(&env.bootstrap, codec, &topics).await.unwrap();
+        let mut publisher = kubefacts::watch::Publisher::connect(
+            &kubefacts::config::kafka::Brokers::plaintext(&env.bootstrap),
+            codec,
+            &topics,
+        )
+        .await
+        .unwrap();
         let started = Instant::now();
         for (n, (obs, finishing)) in load.iter().enumerate() {
             let due = started + Duration::from_secs_f64(n as f64 / LATENCY_LOAD_PER_SEC);

@@ -111,7 +111,10 @@ fn main() {
             r.unwrap();
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let mut publisher = Publisher::connect(&bootstrap, &codec, &topics).await.unwrap();
+        let mut publisher =
+            Publisher::connect(&kubefacts::config::kafka::Brokers::plaintext(&bootstrap), &codec, &topics)
+                .await
+                .unwrap();
         let mut observer = Observer::new(source(), MinimizeConfig::default());
         let started = Instant::now();
         for e in trace.iter().cloned() {

@@ -15,7 +15,7 @@ use std::{
 };
 
 use rdkafka::{
-    ClientConfig, Message, Offset, TopicPartitionList,
+    Message, Offset, TopicPartitionList,
     consumer::{Consumer, StreamConsumer},
     error::KafkaError,
     message::BorrowedMessage,
@@ -43,8 +43,8 @@ pub const MAX_ALERTS_PER_POST: usize = 1000;
 /// Everything one `kubefacts alerts` needs.
 #[derive(Debug, Clone)]
 pub struct AlertsRun {
-    /// Kafka bootstrap servers.
-    pub bootstrap: String,
+    /// The brokers, and how clients reach them (`[kafka]`).
+    pub brokers: crate::config::kafka::Brokers,
     /// The coverage alerts topic (full name).
     pub topic: String,
     /// Alertmanager base URL (`http://host:9093`).
@@ -233,8 +233,9 @@ async fn post_due(
 /// A consumer assigned every partition of the topic from the beginning; it reports each
 /// partition's end (PartitionEOF) so the caller knows when the history is read.
 fn consumer(run: &AlertsRun) -> Result<StreamConsumer<QuietEof>, AlertsError> {
-    let consumer: StreamConsumer<QuietEof> = ClientConfig::new()
-        .set("bootstrap.servers", &run.bootstrap)
+    let consumer: StreamConsumer<QuietEof> = run
+        .brokers
+        .client()
         // Required by the client; nothing is committed (the topic itself is the state).
         .set("group.id", format!("kubefacts-alerts-{}", std::process::id()))
         .set("enable.auto.commit", "false")
@@ -246,7 +247,10 @@ fn consumer(run: &AlertsRun) -> Result<StreamConsumer<QuietEof>, AlertsError> {
     let metadata = consumer
         .fetch_metadata(Some(&run.topic), Duration::from_secs(10))
         .map_err(kafka("reading the topic's metadata"))?;
-    let missing = || AlertsError::MissingTopic { topic: run.topic.clone(), bootstrap: run.bootstrap.clone() };
+    let missing = || AlertsError::MissingTopic {
+        topic: run.topic.clone(),
+        bootstrap: run.brokers.bootstrap().to_owned(),
+    };
     let topic = metadata.topics().first().ok_or_else(missing)?;
     if topic.error().is_some() || topic.partitions().is_empty() {
         return Err(missing());
@@ -300,7 +304,7 @@ mod tests {
 
     fn run(url: &str) -> AlertsRun {
         AlertsRun {
-            bootstrap: "b".into(),
+            brokers: crate::config::kafka::Brokers::plaintext("b"),
             topic: "t".into(),
             alertmanager: url.into(),
             forwarder: ForwarderConfig {

@@ -53,7 +53,7 @@ pub(super) async fn run(args: AlertsArgs) -> anyhow::Result<()> {
     }
     let topics = &pipeline.topics;
     let run = AlertsRun {
-        bootstrap: args.kafka.bootstrap.clone(),
+        brokers: args.kafka.brokers(&pipeline.kafka)?,
         topic: args.topic.clone().unwrap_or_else(|| topics.full(&topics.coverage_alerts)),
         alertmanager: args.alertmanager.clone(),
         forwarder: ForwarderConfig {

@@ -75,7 +75,7 @@ pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
     }
     let topics = &pipeline.topics;
     let run = CleanerRun {
-        bootstrap: args.kafka.bootstrap.clone(),
+        brokers: args.kafka.brokers(&pipeline.kafka)?,
         application_id: args
             .application_id
             .clone()
@@ -171,8 +171,8 @@ async fn prepare_topics(
     create: bool,
     partitions: i32,
 ) -> anyhow::Result<()> {
-    let admin = super::admin_client(&run.bootstrap)?;
-    let existing = super::existing_topics(&run.bootstrap)?;
+    let admin = super::admin_client(&run.brokers)?;
+    let existing = super::existing_topics(&run.brokers)?;
     let specs: Vec<TopicSpec> = [&run.decisions, &run.outcomes, &run.dead_letter]
         .into_iter()
         .filter(|t| !existing.contains(t))

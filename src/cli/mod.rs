@@ -15,6 +15,7 @@ mod tail;
 mod watch;
 
 use clap::{Parser, Subcommand};
+use kubefacts::config::kafka::Brokers;
 
 pub use alerts::AlertsArgs;
 pub use cleaner::CleanerArgs;
@@ -42,6 +43,12 @@ pub struct KafkaArgs {
 }
 
 impl KafkaArgs {
+    /// The brokers at `--bootstrap`, reached as the pipeline's `[kafka]` section says
+    /// (secrets read now: a bad section fails at start, naming the key).
+    pub fn brokers(&self, kafka: &kubefacts::config::kafka::KafkaConfig) -> anyhow::Result<Brokers> {
+        Ok(Brokers::resolve(&self.bootstrap, kafka)?)
+    }
+
     /// The codec: Confluent framing through the registry when one is given.
     pub fn codec(&self) -> anyhow::Result<kubefacts::codec::Codec> {
         let registry = self
@@ -68,13 +75,13 @@ impl InputTopicArgs {
     /// Creates the input topics named by `topics` when `--create-topics` was given.
     pub async fn ensure(
         &self,
-        bootstrap: &str,
+        brokers: &Brokers,
         topics: &kubefacts::config::TopicsConfig,
     ) -> anyhow::Result<()> {
         if !self.create_topics {
             return Ok(());
         }
-        let admin = admin_client(bootstrap)?;
+        let admin = admin_client(brokers)?;
         let specs: Vec<kubefacts::runtime::topics::TopicSpec> = kubefacts::observe::InputTopic::ALL
             .iter()
             .map(|t| topics.spec(&t.topic_name(topics), self.partitions, false))
@@ -114,21 +121,21 @@ async fn kube_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
     }
 }
 
-/// An admin client of the brokers at `bootstrap`.
+/// An admin client of `brokers`.
 fn admin_client(
-    bootstrap: &str,
+    brokers: &Brokers,
 ) -> anyhow::Result<rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>> {
-    Ok(rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create()?)
+    Ok(brokers.client().create()?)
 }
 
-/// The names of the topics on the brokers at `bootstrap`.
-fn existing_topics(bootstrap: &str) -> anyhow::Result<Vec<String>> {
+/// The names of the topics on `brokers`.
+fn existing_topics(brokers: &Brokers) -> anyhow::Result<Vec<String>> {
     use anyhow::Context;
     use rdkafka::consumer::{BaseConsumer, Consumer};
-    let probe: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
+    let probe: BaseConsumer = brokers.client().create()?;
     let metadata =
         tokio::task::block_in_place(|| probe.fetch_metadata(None, std::time::Duration::from_secs(30)))
-            .with_context(|| format!("reading topic metadata from {bootstrap}"))?;
+            .with_context(|| format!("reading topic metadata from {brokers}"))?;
     Ok(metadata.topics().iter().map(|t| t.name().to_owned()).collect())
 }
 

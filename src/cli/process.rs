@@ -16,10 +16,7 @@ use std::{
 
 use anyhow::{Context, bail};
 use clap::Args;
-use rdkafka::{
-    ClientConfig,
-    consumer::{BaseConsumer, Consumer},
-};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use tokio::task::JoinSet;
 
 use kubefacts::pipeline::Stage as StageDef;
@@ -135,6 +132,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         (None, None) => bail!("give --config or --processor"),
     };
     let instance_id = super::instance_name(args.instance_id.as_deref());
+    let brokers = args.kafka.brokers(&pipeline.kafka)?;
     let dead_letter =
         args.dead_letter.clone().unwrap_or_else(|| pipeline.topics.full(&pipeline.topics.dead_letter));
 
@@ -145,7 +143,8 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         let processor = StageDef::named(&stage.processor)?;
         processor.check(stage)?;
         let mut runtime =
-            RuntimeConfig::new(&args.kafka.bootstrap, &settings.application_id, &instance_id, stage.name());
+            RuntimeConfig::new(&args.kafka.bootstrap, &settings.application_id, &instance_id, stage.name())
+                .with_brokers(brokers.clone());
         runtime.inputs = stage.inputs.clone();
         runtime.globals = stage.globals.clone();
         runtime.untimed = stage.untimed.clone();
@@ -279,8 +278,8 @@ async fn prepare_topics(
     topics: &kubefacts::config::TopicsConfig,
 ) -> anyhow::Result<()> {
     let (create, partitions) = (settings.create_topics, settings.partitions);
-    let admin = super::admin_client(&cfg.bootstrap)?;
-    let probe: BaseConsumer = ClientConfig::new().set("bootstrap.servers", &cfg.bootstrap).create()?;
+    let admin = super::admin_client(&cfg.brokers)?;
+    let probe: BaseConsumer = cfg.brokers.client().create()?;
     let fetch = || tokio::task::block_in_place(|| probe.fetch_metadata(None, Duration::from_secs(30)));
     // Global inputs may have any partition count: only a missing one is created (or reported).
     let existing: Vec<String> = fetch()?.topics().iter().map(|t| t.name().to_owned()).collect();

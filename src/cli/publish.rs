@@ -47,10 +47,11 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let config = super::load_pipeline(args.config.as_deref())?;
     let input = TraceInput::open(&args.input)?;
-    args.topics.ensure(&args.kafka.bootstrap, &config.topics).await?;
+    let brokers = args.kafka.brokers(&config.kafka)?;
+    args.topics.ensure(&brokers, &config.topics).await?;
     let codec = args.kafka.codec()?;
-    let mut publisher = Publisher::connect(&args.kafka.bootstrap, &codec, &config.topics).await?;
-    let oldest = RetentionGuard::read(&args.kafka.bootstrap, &config.topics).await?;
+    let mut publisher = Publisher::connect(&brokers, &codec, &config.topics).await?;
+    let oldest = RetentionGuard::read(&brokers, &config.topics).await?;
 
     let instance = args
         .instance_id
@@ -157,8 +158,11 @@ struct RetentionGuard {
 }
 
 impl RetentionGuard {
-    async fn read(bootstrap: &str, topics: &kubefacts::config::TopicsConfig) -> anyhow::Result<Self> {
-        let admin = super::admin_client(bootstrap)?;
+    async fn read(
+        brokers: &kubefacts::config::kafka::Brokers,
+        topics: &kubefacts::config::TopicsConfig,
+    ) -> anyhow::Result<Self> {
+        let admin = super::admin_client(brokers)?;
         let names: Vec<(kubefacts::observe::InputTopic, String)> =
             kubefacts::observe::InputTopic::ALL.iter().map(|t| (*t, t.topic_name(topics))).collect();
         let refs: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();

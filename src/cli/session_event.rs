@@ -273,12 +273,12 @@ pub(super) async fn run(args: SessionEventArgs) -> anyhow::Result<()> {
         None => vec![from_flags(&args, &config.cluster, now_ms)?],
     };
 
-    args.topics.ensure(&args.kafka.bootstrap, &config.topics).await?;
+    let brokers = args.kafka.brokers(&config.kafka)?;
+    args.topics.ensure(&brokers, &config.topics).await?;
     let codec = args.kafka.codec()?;
-    let mut publisher =
-        Publisher::connect_to(&args.kafka.bootstrap, &codec, &config.topics, &[InputTopic::Sessions])
-            .await?
-            .track_deliveries();
+    let mut publisher = Publisher::connect_to(&brokers, &codec, &config.topics, &[InputTopic::Sessions])
+        .await?
+        .track_deliveries();
     for obs in &events {
         publisher.publish(obs).await?;
     }

@@ -12,7 +12,7 @@ use std::{
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use rdkafka::{
-    ClientConfig, Message, Offset, TopicPartitionList,
+    Message, Offset, TopicPartitionList,
     consumer::{Consumer, StreamConsumer},
     message::Headers,
 };
@@ -47,6 +47,10 @@ pub struct TailArgs {
     /// Kafka and the schema registry.
     #[command(flatten)]
     pub kafka: super::KafkaArgs,
+    /// Pipeline configuration, for its `[kafka]` section (TLS, SASL); default: the embedded
+    /// pipelines/default.toml (plaintext).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
     /// How timestamps are printed.
     #[arg(long, value_enum, default_value_t = TimestampFormat::Rfc3339)]
     pub timestamps: TimestampFormat,
@@ -63,8 +67,11 @@ pub enum TimestampFormat {
 
 pub(super) async fn run(args: TailArgs) -> anyhow::Result<()> {
     let codec = args.kafka.codec()?;
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &args.kafka.bootstrap)
+    let pipeline = super::load_pipeline(args.config.as_deref())?;
+    let consumer: StreamConsumer = args
+        .kafka
+        .brokers(&pipeline.kafka)?
+        .client()
         .set("group.id", format!("kubefacts-tail-{}", std::process::id()))
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")

@@ -42,9 +42,10 @@ pub(super) async fn run(args: WatchArgs) -> anyhow::Result<()> {
     let identity = super::instance_name(args.instance_id.as_deref());
     let client = kube::Client::try_from(super::kube_config(args.kubeconfig.as_deref()).await?)?;
 
-    args.topics.ensure(&args.kafka.bootstrap, &config.topics).await?;
+    let brokers = args.kafka.brokers(&config.kafka)?;
+    args.topics.ensure(&brokers, &config.topics).await?;
     let codec = args.kafka.codec()?;
-    let mut publisher = Publisher::connect(&args.kafka.bootstrap, &codec, &config.topics).await?;
+    let mut publisher = Publisher::connect(&brokers, &codec, &config.topics).await?;
     let stats = Arc::new(WatchStats::default());
 
     let (stop_tx, stop) = tokio::sync::watch::channel(false);

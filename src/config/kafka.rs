@@ -263,7 +263,13 @@ pub struct TlsConfig {
 
 impl Default for TlsConfig {
     fn default() -> Self {
-        Self { ca_file: None, certificate_file: None, key_file: None, key_password: None, verify_hostname: true }
+        Self {
+            ca_file: None,
+            certificate_file: None,
+            key_file: None,
+            key_password: None,
+            verify_hostname: true,
+        }
     }
 }
 
@@ -355,7 +361,10 @@ impl KafkaConfig {
             if let Some(password) = &tls.key_password {
                 c.set("ssl.key.password", password.read("tls.key_password")?.expose());
             }
-            c.set("ssl.endpoint.identification.algorithm", if tls.verify_hostname { "https" } else { "none" });
+            c.set(
+                "ssl.endpoint.identification.algorithm",
+                if tls.verify_hostname { "https" } else { "none" },
+            );
         }
         if let Some(sasl) = self.sasl.as_ref().filter(|_| protocol.sasl()) {
             c.set("sasl.mechanism", sasl.mechanism.name());
@@ -415,7 +424,10 @@ impl KafkaConfig {
         if !protocol.tls() && self.tls.is_some() {
             return Err(KafkaConfigError::Invalid {
                 field: "tls",
-                reason: format!("[kafka.tls] is set but security_protocol = \"{}\" does not use it", protocol.name()),
+                reason: format!(
+                    "[kafka.tls] is set but security_protocol = \"{}\" does not use it",
+                    protocol.name()
+                ),
             });
         }
         if let Some(tls) = &self.tls
@@ -430,11 +442,62 @@ impl KafkaConfig {
     }
 }
 
+/// The brokers and how to reach them, resolved once at start (secrets read): every client
+/// kubefacts builds starts from [`Brokers::client`]. A rotated secret is read at the next
+/// start. `Debug` shows the bootstrap servers and the protocol, nothing else.
+#[derive(Clone)]
+pub struct Brokers {
+    bootstrap: String,
+    protocol: SecurityProtocol,
+    base: rdkafka::ClientConfig,
+}
+
+impl Brokers {
+    /// Plaintext brokers at `bootstrap` (the default section).
+    pub fn plaintext(bootstrap: &str) -> Self {
+        let mut base = rdkafka::ClientConfig::new();
+        base.set("bootstrap.servers", bootstrap);
+        Self { bootstrap: bootstrap.to_owned(), protocol: SecurityProtocol::Plaintext, base }
+    }
+
+    /// The brokers at `bootstrap`, reached as `kafka` says: secrets are read and every
+    /// property is checked here, so a bad section fails at start, naming the key.
+    pub fn resolve(bootstrap: &str, kafka: &KafkaConfig) -> Result<Self, KafkaConfigError> {
+        let base = kafka.client_config(bootstrap)?;
+        Ok(Self { bootstrap: bootstrap.to_owned(), protocol: kafka.security_protocol, base })
+    }
+
+    /// The bootstrap servers, for messages.
+    pub fn bootstrap(&self) -> &str {
+        &self.bootstrap
+    }
+
+    /// A client configuration to add this client's own properties to.
+    pub fn client(&self) -> rdkafka::ClientConfig {
+        self.base.clone()
+    }
+}
+
+impl std::fmt::Debug for Brokers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Brokers")
+            .field("bootstrap", &self.bootstrap)
+            .field("security_protocol", &self.protocol.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Display for Brokers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.bootstrap)
+    }
+}
+
 /// Whether byte `at` of a pipeline file lies in its `[kafka…]` tables (after a
 /// `[kafka]` or `[kafka.<sub>]` header, before the next header).
 pub(super) fn in_kafka_section(text: &str, at: usize) -> bool {
     let before = text.get(..at).unwrap_or(text);
-    let header = before.lines().map(str::trim_start).filter(|l| l.starts_with('[')).last();
+    let header = before.lines().map(str::trim_start).rfind(|l| l.starts_with('['));
     header.is_some_and(|h| h.starts_with("[kafka]") || h.starts_with("[kafka."))
 }
 

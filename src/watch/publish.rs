@@ -13,7 +13,6 @@ use std::{
 };
 
 use rdkafka::{
-    ClientConfig,
     consumer::{BaseConsumer, Consumer},
     error::KafkaError,
     message::{Header, OwnedHeaders},
@@ -23,6 +22,7 @@ use thiserror::Error;
 
 use crate::{
     codec::{Codec, CodecError, RecordWriter},
+    config::kafka::Brokers,
     observe::topics::TopicsConfig,
     observe::{InputTopic, Observation},
     runtime::{HEARTBEAT_HEADER, partitioner::placement},
@@ -98,37 +98,34 @@ impl std::fmt::Debug for Publisher {
 }
 
 impl Publisher {
-    /// Connects to `bootstrap`, reads the partition counts of every input topic (all must
+    /// Connects to `brokers`, reads the partition counts of every input topic (all must
     /// exist) and prepares a writer per topic (registering schemas when `codec` has a
     /// registry).
     pub async fn connect(
-        bootstrap: &str,
+        brokers: &Brokers,
         codec: &Codec,
         topics: &TopicsConfig,
     ) -> Result<Self, PublishError> {
-        Self::connect_to(bootstrap, codec, topics, &InputTopic::ALL).await
+        Self::connect_to(brokers, codec, topics, &InputTopic::ALL).await
     }
 
     /// [`Publisher::connect`] for the input topics `only` (a host application's tool
     /// publishing sessions needs `sessions.v1` alone); publishing to another topic panics.
     pub async fn connect_to(
-        bootstrap: &str,
+        brokers: &Brokers,
         codec: &Codec,
         topics: &TopicsConfig,
         only: &[InputTopic],
     ) -> Result<Self, PublishError> {
-        let producer: FutureProducer = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
+        let producer: FutureProducer = brokers
+            .client()
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .set("linger.ms", "5")
             .set("compression.type", "lz4")
             .create()
             .map_err(kafka("creating the producer"))?;
-        let metadata_client: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
-            .create()
-            .map_err(kafka("metadata client"))?;
+        let metadata_client: BaseConsumer = brokers.client().create().map_err(kafka("metadata client"))?;
         let metadata =
             tokio::task::block_in_place(|| metadata_client.fetch_metadata(None, Duration::from_secs(30)))
                 .map_err(kafka("reading topic metadata"))?;

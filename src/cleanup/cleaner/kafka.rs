@@ -124,7 +124,5 @@ pub(super) fn send(
 }
 
 pub(super) fn client_config(run: &CleanerRun) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &run.bootstrap);
-    c
+    run.brokers.client()
 }

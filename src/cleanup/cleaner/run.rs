@@ -13,8 +13,8 @@ use crate::codec::CodecError;
 /// How one cleaner instance runs.
 #[derive(Debug, Clone)]
 pub struct CleanerRun {
-    /// Kafka bootstrap servers.
-    pub bootstrap: String,
+    /// The brokers, and how clients reach them (`[kafka]`).
+    pub brokers: crate::config::kafka::Brokers,
     /// The pipeline's application id (`[process].application_id`).
     pub application_id: String,
     /// This instance's stable id, part of its transactional id.

@@ -109,10 +109,10 @@ pub fn run_blocking(
         limiter: RateLimiter::per_second(cfg.max_deletes_per_sec),
     };
 
-    let session = TxSession::open(&run.bootstrap, &transactional_id, run.transaction_timeout_ms)?;
+    let session = TxSession::open(&run.brokers, &transactional_id, run.transaction_timeout_ms)?;
 
     let revocations = Revocations::default();
-    let consumer: BaseConsumer<Revocations> = group_consumer_config(&run.bootstrap, &run.group_id())
+    let consumer: BaseConsumer<Revocations> = group_consumer_config(&run.brokers, &run.group_id())
         .set("session.timeout.ms", run.session_timeout_ms.to_string())
         .set("max.poll.interval.ms", run.max_poll_interval_ms().to_string())
         .create_with_context(revocations.clone())

@@ -40,7 +40,11 @@ fn sasl_ssl_reads_the_password_from_its_file_and_never_shows_it() {
     assert_eq!(c.get("sasl.username"), Some("kubefacts-watch"));
     assert_eq!(c.get("sasl.password"), Some(PASSWORD), "the trailing newline of a mounted file is dropped");
     assert_eq!(c.get("ssl.ca.location"), Some("/etc/kafka/ca.crt"));
-    assert_eq!(c.get("ssl.endpoint.identification.algorithm"), Some("https"), "hostnames are verified by default");
+    assert_eq!(
+        c.get("ssl.endpoint.identification.algorithm"),
+        Some("https"),
+        "hostnames are verified by default"
+    );
     for shown in [format!("{cfg:?}"), format!("{c:?}"), toml::to_string(&cfg).unwrap()] {
         assert!(!shown.contains(PASSWORD), "{shown}");
     }

@@ -1,13 +1,13 @@
 //! How one runtime instance runs: [`RuntimeConfig`], and the [`Failpoint`] of tests of lost
 //! assignments.
 
-use crate::runtime::admit::InputRules;
+use crate::{config::kafka::Brokers, runtime::admit::InputRules};
 
 /// How one runtime instance runs.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
-    /// Kafka bootstrap servers.
-    pub bootstrap: String,
+    /// The brokers, and how clients reach them (`[kafka]`).
+    pub brokers: Brokers,
     /// The application: its consumer group, prefix of transactional ids and changelog
     /// topics.
     pub application_id: String,
@@ -54,8 +54,8 @@ pub struct RuntimeConfig {
 /// transactional producer ([`RuntimeConfig::thread`]).
 #[derive(Debug, Clone)]
 pub struct ThreadConfig {
-    /// Kafka bootstrap servers.
-    pub bootstrap: String,
+    /// The brokers, and how clients reach them (`[kafka]`).
+    pub brokers: Brokers,
     /// The application's consumer group.
     pub group_id: String,
     /// The thread's transactional id.
@@ -137,10 +137,11 @@ impl Failpoint {
 }
 
 impl RuntimeConfig {
-    /// Defaults for everything but the names.
+    /// Defaults for everything but the names; plaintext brokers at `bootstrap` (see
+    /// [`RuntimeConfig::with_brokers`]).
     pub fn new(bootstrap: &str, application_id: &str, instance_id: &str, processor: &str) -> Self {
         Self {
-            bootstrap: bootstrap.to_owned(),
+            brokers: Brokers::plaintext(bootstrap),
             application_id: application_id.to_owned(),
             instance_id: instance_id.to_owned(),
             processor: processor.to_owned(),
@@ -157,6 +158,12 @@ impl RuntimeConfig {
             session_timeout_ms: 10_000,
             failpoint: None,
         }
+    }
+
+    /// The same, reaching the brokers as `brokers` says (TLS, SASL: the `[kafka]` section).
+    pub fn with_brokers(mut self, brokers: Brokers) -> Self {
+        self.brokers = brokers;
+        self
     }
 
     /// The internal topic a stage writes re-keyed records to for the next stage
@@ -189,7 +196,7 @@ impl RuntimeConfig {
     /// instance's: every stage of an instance shares them).
     pub fn thread(&self, thread: usize) -> ThreadConfig {
         ThreadConfig {
-            bootstrap: self.bootstrap.clone(),
+            brokers: self.brokers.clone(),
             group_id: self.group_id(),
             transactional_id: self.transactional_id(thread),
             thread,

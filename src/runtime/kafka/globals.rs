@@ -54,9 +54,8 @@ impl GlobalReader {
         if readers.is_empty() {
             return Ok(None);
         }
-        let mut c = rdkafka::ClientConfig::new();
-        c.set("bootstrap.servers", &cfg.bootstrap)
-            .set("group.id", format!("{}-global", cfg.group_id))
+        let mut c = cfg.brokers.client();
+        c.set("group.id", format!("{}-global", cfg.group_id))
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed");
         super::bounded_prefetch(&mut c);

@@ -64,7 +64,7 @@ pub use self::{
         StageLabels, TaskGauges, TopicLabels,
     },
 };
-use crate::codec::CodecError;
+use crate::{codec::CodecError, config::kafka::Brokers};
 
 /// Why the runtime stopped with an error.
 #[derive(Debug, Error)]
@@ -109,18 +109,15 @@ fn kafka(context: &'static str) -> impl FnOnce(KafkaError) -> RuntimeError {
 }
 
 fn client_config(cfg: &RuntimeConfig) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &cfg.bootstrap);
-    c
+    cfg.brokers.client()
 }
 
 /// A consumer in `group` that commits only through transactions and reads only committed
 /// records, from the earliest offset when the group has none; partitions are assigned by
 /// range, so co-partitioned topics land together.
-pub(crate) fn group_consumer_config(bootstrap: &str, group: &str) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", bootstrap)
-        .set("group.id", group)
+pub(crate) fn group_consumer_config(brokers: &Brokers, group: &str) -> ClientConfig {
+    let mut c = brokers.client();
+    c.set("group.id", group)
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("auto.offset.reset", "earliest")

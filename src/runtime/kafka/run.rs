@@ -60,20 +60,18 @@ pub fn run_thread(
 
     let global_topics: Vec<&[String]> = stages.iter().map(|s| s.globals()).collect();
     let mut globals = GlobalReader::new(cfg, &global_topics)?;
-    let session = TxSession::open(&cfg.bootstrap, &cfg.transactional_id, cfg.transaction_timeout_ms)?;
+    let session = TxSession::open(&cfg.brokers, &cfg.transactional_id, cfg.transaction_timeout_ms)?;
     let producer = session.producer();
     let rebalances = RebalanceLog::default();
-    let consumer: BaseConsumer<RebalanceLog> = group_consumer_config(&cfg.bootstrap, &cfg.group_id)
+    let consumer: BaseConsumer<RebalanceLog> = group_consumer_config(&cfg.brokers, &cfg.group_id)
         // librdkafka pauses fetching up to 1 s once its queue is full; a loop that drains the
         // queue quickly would idle most of that pause.
         .set("fetch.queue.backoff.ms", "20")
         .set("session.timeout.ms", cfg.session_timeout_ms.to_string())
         .create_with_context(rebalances.clone())
         .map_err(kafka("creating the consumer"))?;
-    let watermarks: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", &cfg.bootstrap)
-        .create()
-        .map_err(kafka("creating a metadata client"))?;
+    let watermarks: BaseConsumer =
+        cfg.brokers.client().create().map_err(kafka("creating a metadata client"))?;
     let topics: Vec<&str> = readers.keys().map(String::as_str).collect();
     consumer.subscribe(&topics).map_err(kafka("subscribing"))?;
     // Per topic, the stages reading it, looked up by the fetched record's topic.

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use rdkafka::{
-    ClientConfig, TopicPartitionList,
+    TopicPartitionList,
     consumer::{BaseConsumer, Consumer, ConsumerContext},
     error::KafkaError,
     message::{Header, OwnedHeaders},
@@ -16,6 +16,7 @@ use super::{
     config::{Failpoint, FailpointAt, RuntimeConfig},
 };
 use crate::{
+    config::kafka::Brokers,
     runtime::{
         HEARTBEAT_HEADER, clock::WRITER_HEADER, partitioner::partition_for_key, processor::OutputRecord,
     },
@@ -24,12 +25,12 @@ use crate::{
 
 /// A transactional, idempotent producer (not initialised yet).
 fn transactional_producer(
-    bootstrap: &str,
+    brokers: &Brokers,
     transactional_id: &str,
     transaction_timeout_ms: u64,
 ) -> Result<ThreadedProducer<rdkafka::producer::DefaultProducerContext>, KafkaError> {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    brokers
+        .client()
         .set("transactional.id", transactional_id)
         .set("transaction.timeout.ms", transaction_timeout_ms.to_string())
         .set("enable.idempotence", "true")
@@ -167,8 +168,8 @@ impl TxSession {
     /// Creates the producer and initialises its transactions, which fences every earlier
     /// producer with this transactional id (a restarted instance's zombie) and aborts what
     /// it left open.
-    pub(crate) fn open(bootstrap: &str, transactional_id: &str, timeout_ms: u64) -> Result<Self, TxError> {
-        let producer = transactional_producer(bootstrap, transactional_id, timeout_ms)
+    pub(crate) fn open(brokers: &Brokers, transactional_id: &str, timeout_ms: u64) -> Result<Self, TxError> {
+        let producer = transactional_producer(brokers, transactional_id, timeout_ms)
             .map_err(|source| TxError::Kafka { context: "creating the transactional producer", source })?;
         let session = Self {
             producer,
