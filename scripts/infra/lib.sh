@@ -38,6 +38,11 @@ ALERTMANAGER_SHARE=/usr/share/prometheus/alertmanager
 # even if a pid was reused after a crash.
 KAFKA_MARKER="-Dkubefacts.infra=kafka"
 REGISTRY_MARKER="-Dkubefacts.infra=registry"
+# The three-node SASL_SSL cluster of scripts/infra/cluster.sh lives in its own run dir; each
+# node's java command line carries its own marker (node N: "$CLUSTER_MARKER-N").
+CLUSTER_DIR="$RUN_DIR/cluster"
+CLUSTER_NODES=(1 2 3)
+CLUSTER_MARKER="-Dkubefacts.infra=cluster-node"
 # Alertmanager takes no free-form flag, so its marker is its storage path, which lies inside
 # this checkout's run dir: another checkout's Alertmanager never matches.
 ALERTMANAGER_MARKER="--storage.path=$RUN_DIR/alertmanager/data"
