@@ -21,7 +21,9 @@
 //! The `kubefacts` command line is the binary's (`src/main.rs`, `src/cli/`), not part of
 //! this library.
 
+pub mod acls;
 pub mod alerts;
+pub mod brokers;
 pub mod cleanup;
 pub mod codec;
 pub mod config;

@@ -19,7 +19,7 @@ use std::{
 const LAYERS: &[&[&str]] = &[
     // HTTP clients and the TLS crypto provider, shared by everything that speaks HTTP; the
     // Kubernetes object builders of the tests.
-    &["http", "fixtures"],
+    &["http", "fixtures", "brokers"],
     // Avro and telemetry know nothing of Kubernetes or of the runtime.
     &["codec", "telemetry"],
     // The exactly-once runtime: processors, stores, tasks, drivers. No domain type.
@@ -44,6 +44,7 @@ const LAYERS: &[&[&str]] = &[
     &["config"],
     // The topology: every stage, built from the pipeline file.
     &["pipeline"],
+    &["acls"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

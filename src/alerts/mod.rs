@@ -30,6 +30,9 @@ pub enum AlertsError {
         #[source]
         source: KafkaError,
     },
+    /// Kafka refused the reader (authentication, a missing ACL): never retried.
+    #[error(transparent)]
+    Refused(#[from] crate::brokers::Refused),
     /// The coverage alerts topic does not exist.
     #[error("topic {topic} does not exist on {bootstrap} (is [coverage] running?)")]
     MissingTopic {
@@ -74,7 +77,9 @@ impl AlertsError {
         match self {
             Self::Unreachable { .. } => true,
             Self::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
-            Self::Kafka { .. } | Self::MissingTopic { .. } | Self::InvalidUrl { .. } => false,
+            Self::Kafka { .. } | Self::Refused(_) | Self::MissingTopic { .. } | Self::InvalidUrl { .. } => {
+                false
+            }
         }
     }
 
@@ -82,6 +87,7 @@ impl AlertsError {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Kafka { .. } => "kafka",
+            Self::Refused(_) => "refused",
             Self::MissingTopic { .. } => "missing_topic",
             Self::InvalidUrl { .. } => "invalid_url",
             Self::Unreachable { .. } => "unreachable",

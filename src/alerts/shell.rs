@@ -26,7 +26,13 @@ use super::{
     state::{Forwarder, ForwarderConfig, PostableAlert},
     truncate_body,
 };
-use crate::{codec::Codec, coverage::CoverageAlert, runtime::kafka::QuietEof};
+use crate::{
+    brokers::{Refused, Refusing, refusal_code},
+    codec::Codec,
+    coverage::CoverageAlert,
+    runtime::kafka::QuietEof,
+};
+use rdkafka::types::RDKafkaErrorCode;
 
 /// How often the forwarder is asked what it owes.
 pub const TICK: Duration = Duration::from_millis(250);
@@ -44,9 +50,12 @@ pub const MAX_ALERTS_PER_POST: usize = 1000;
 #[derive(Debug, Clone)]
 pub struct AlertsRun {
     /// The brokers, and how clients reach them (`[kafka]`).
-    pub brokers: crate::config::kafka::Brokers,
+    pub brokers: crate::brokers::Brokers,
     /// The coverage alerts topic (full name).
     pub topic: String,
+    /// The group its consumer assigns in, never joined nor committed to:
+    /// `<application_id>-alerts`, named so an ACL can allow it.
+    pub group: String,
     /// Alertmanager base URL (`http://host:9093`).
     pub alertmanager: String,
     /// Labels and timing of the alerts.
@@ -144,7 +153,20 @@ pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>)
                         eprintln!("alerts: read {records} records: {subjects} subjects, {firing} firing");
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, topic = %run.topic, "consuming"),
+                Err(e) => match refusal_code(&e) {
+                    Some(code) => {
+                        let topics = [run.topic.clone()];
+                        let what = Refusing {
+                            doing: "consuming",
+                            operation: "read",
+                            topics: &topics,
+                            group: Some(&run.group),
+                            transactional_id: None,
+                        };
+                        return Err(run.brokers.refusal(code, what).into());
+                    }
+                    None => tracing::warn!(error = %e, topic = %run.topic, "consuming"),
+                },
             },
             _ = tick.tick() => {
                 if at_end.len() == partitions && tokio::time::Instant::now() >= retry.next_post {
@@ -236,8 +258,9 @@ fn consumer(run: &AlertsRun) -> Result<StreamConsumer<QuietEof>, AlertsError> {
     let consumer: StreamConsumer<QuietEof> = run
         .brokers
         .client()
-        // Required by the client; nothing is committed (the topic itself is the state).
-        .set("group.id", format!("kubefacts-alerts-{}", std::process::id()))
+        // Nothing is committed (the topic itself is the state): the group only because
+        // librdkafka assigns in one, never joined (DESCRIBE on it: docs/security.md).
+        .set("group.id", &run.group)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("isolation.level", "read_committed")
@@ -252,6 +275,11 @@ fn consumer(run: &AlertsRun) -> Result<StreamConsumer<QuietEof>, AlertsError> {
         bootstrap: run.brokers.bootstrap().to_owned(),
     };
     let topic = metadata.topics().first().ok_or_else(missing)?;
+    if topic.error().is_some_and(|e| RDKafkaErrorCode::from(e) == RDKafkaErrorCode::TopicAuthorizationFailed)
+    {
+        let principal = run.brokers.principal();
+        return Err(Refused::Topic { principal, operation: "describe", topic: run.topic.clone() }.into());
+    }
     if topic.error().is_some() || topic.partitions().is_empty() {
         return Err(missing());
     }
@@ -304,8 +332,9 @@ mod tests {
 
     fn run(url: &str) -> AlertsRun {
         AlertsRun {
-            brokers: crate::config::kafka::Brokers::plaintext("b"),
+            brokers: crate::brokers::Brokers::plaintext("b"),
             topic: "t".into(),
+            group: "g".into(),
             alertmanager: url.into(),
             forwarder: ForwarderConfig {
                 severity: "warning".into(),

@@ -55,6 +55,7 @@ pub(super) async fn run(args: AlertsArgs) -> anyhow::Result<()> {
     let run = AlertsRun {
         brokers: args.kafka.brokers(&pipeline.kafka)?,
         topic: args.topic.clone().unwrap_or_else(|| topics.full(&topics.coverage_alerts)),
+        group: format!("{}-alerts", pipeline.process.application_id),
         alertmanager: args.alertmanager.clone(),
         forwarder: ForwarderConfig {
             severity: args.severity.clone(),

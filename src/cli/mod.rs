@@ -1,8 +1,10 @@
 //! The `kubefacts` command line: one module per verb, each a thin shell over the library.
 
+mod acls;
 mod alerts;
 mod cleaner;
 mod demo;
+mod kafka;
 mod observed;
 mod process;
 mod progress;
@@ -17,6 +19,7 @@ mod watch;
 use clap::{Parser, Subcommand};
 use kubefacts::config::kafka::Brokers;
 
+pub use acls::AclsArgs;
 pub use alerts::AlertsArgs;
 pub use cleaner::CleanerArgs;
 pub use demo::DemoArgs;
@@ -40,13 +43,20 @@ pub struct KafkaArgs {
     /// without it, records use (and only decode from) single-object encoding.
     #[arg(long, env = "KUBEFACTS_REGISTRY", hide_env_values = true)]
     pub registry: Option<String>,
+    /// TLS and SASL to the brokers, over the pipeline file's `[kafka]` section.
+    #[command(flatten)]
+    pub security: kafka::KafkaSecurityArgs,
 }
 
 impl KafkaArgs {
     /// The brokers at `--bootstrap`, reached as the pipeline's `[kafka]` section says
     /// (secrets read now: a bad section fails at start, naming the key).
+    /// Refused credentials fail here, at start, instead of librdkafka retrying them forever.
     pub fn brokers(&self, kafka: &kubefacts::config::kafka::KafkaConfig) -> anyhow::Result<Brokers> {
-        Ok(Brokers::resolve(&self.bootstrap, kafka)?)
+        let kafka = self.security.apply(kafka);
+        let brokers = kafka.brokers(&self.bootstrap)?;
+        tokio::task::block_in_place(|| brokers.check_authentication(std::time::Duration::from_secs(15)))?;
+        Ok(brokers)
     }
 
     /// The codec: Confluent framing through the registry when one is given.
@@ -183,6 +193,8 @@ pub enum Command {
     Schemas(SchemasArgs),
     /// Write a deterministic cluster trace of a simulated batch fleet (docs/SIMULATE.md).
     Simulate(SimulateArgs),
+    /// Print the Kafka ACLs each component of a pipeline needs (docs/security.md).
+    Acls(AclsArgs),
 }
 
 impl Cli {
@@ -200,6 +212,7 @@ impl Cli {
             Command::Watch(args) => watch::run(*args).await,
             Command::Schemas(args) => schemas::run(args),
             Command::Simulate(args) => simulate::run(args),
+            Command::Acls(args) => acls::run(args),
         }
     }
 }

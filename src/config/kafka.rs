@@ -12,6 +12,8 @@ use std::{collections::BTreeMap, path::PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub use crate::brokers::Brokers;
+
 /// librdkafka properties kubefacts sets itself for its guarantees (exactly once, the
 /// idempotent watcher, the consumer groups): a pass-through may not change them.
 pub const RESERVED_PROPERTIES: &[&str] = &[
@@ -342,6 +344,7 @@ impl KafkaConfig {
     /// without a broker: an unknown property or a bad value fails here, naming the key.
     pub fn client_config(&self, bootstrap: &str) -> Result<rdkafka::ClientConfig, KafkaConfigError> {
         self.check()?;
+        self.check_complete()?;
         let mut c = rdkafka::ClientConfig::new();
         c.set("bootstrap.servers", bootstrap);
         let protocol = self.security_protocol;
@@ -387,6 +390,32 @@ impl KafkaConfig {
 
     /// What can be checked without reading a secret: the pass-through's keys, and that
     /// the protocol has what it needs.
+    /// What only the settings a client finally uses must have: SASL credentials when the
+    /// protocol is SASL. A shared pipeline file may leave them to each component's flags
+    /// or environment (`--kafka-sasl-username`, `KUBEFACTS_KAFKA_SASL_PASSWORD_FILE`), so
+    /// [`KafkaConfig::check`] does not ask for them.
+    pub fn check_complete(&self) -> Result<(), KafkaConfigError> {
+        let protocol = self.security_protocol;
+        let missing = |what: &str| KafkaConfigError::Invalid {
+            field: "sasl",
+            reason: format!(
+                "security_protocol = \"{}\" needs {what}: [kafka.sasl] in the pipeline file, or \
+                 --kafka-sasl-username and --kafka-sasl-password-file (KUBEFACTS_KAFKA_SASL_*)",
+                protocol.name()
+            ),
+        };
+        match &self.sasl {
+            None if protocol.sasl() => Err(missing("SASL credentials")),
+            Some(sasl) if protocol.sasl() && sasl.username.is_empty() => Err(missing("a SASL user name")),
+            Some(sasl) if protocol.sasl() && sasl.password.file.is_none() && sasl.password.env.is_none() => {
+                Err(missing("a SASL password file or variable"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks what the pipeline file alone must get right (everything but
+    /// [`KafkaConfig::check_complete`]).
     pub fn check(&self) -> Result<(), KafkaConfigError> {
         for key in self.properties.keys() {
             if let Some(why) = reserved(key) {
@@ -406,12 +435,6 @@ impl KafkaConfig {
             }
         }
         let protocol = self.security_protocol;
-        if protocol.sasl() && self.sasl.is_none() {
-            return Err(KafkaConfigError::Invalid {
-                field: "sasl",
-                reason: format!("security_protocol = \"{}\" needs a [kafka.sasl] section", protocol.name()),
-            });
-        }
         if !protocol.sasl() && self.sasl.is_some() {
             return Err(KafkaConfigError::Invalid {
                 field: "sasl",
@@ -442,54 +465,20 @@ impl KafkaConfig {
     }
 }
 
-/// The brokers and how to reach them, resolved once at start (secrets read): every client
-/// kubefacts builds starts from [`Brokers::client`]. A rotated secret is read at the next
-/// start. `Debug` shows the bootstrap servers and the protocol, nothing else.
-#[derive(Clone)]
-pub struct Brokers {
-    bootstrap: String,
-    protocol: SecurityProtocol,
-    base: rdkafka::ClientConfig,
-}
-
-impl Brokers {
-    /// Plaintext brokers at `bootstrap` (the default section).
-    pub fn plaintext(bootstrap: &str) -> Self {
-        let mut base = rdkafka::ClientConfig::new();
-        base.set("bootstrap.servers", bootstrap);
-        Self { bootstrap: bootstrap.to_owned(), protocol: SecurityProtocol::Plaintext, base }
-    }
-
-    /// The brokers at `bootstrap`, reached as `kafka` says: secrets are read and every
-    /// property is checked here, so a bad section fails at start, naming the key.
-    pub fn resolve(bootstrap: &str, kafka: &KafkaConfig) -> Result<Self, KafkaConfigError> {
-        let base = kafka.client_config(bootstrap)?;
-        Ok(Self { bootstrap: bootstrap.to_owned(), protocol: kafka.security_protocol, base })
-    }
-
-    /// The bootstrap servers, for messages.
-    pub fn bootstrap(&self) -> &str {
-        &self.bootstrap
-    }
-
-    /// A client configuration to add this client's own properties to.
-    pub fn client(&self) -> rdkafka::ClientConfig {
-        self.base.clone()
-    }
-}
-
-impl std::fmt::Debug for Brokers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Brokers")
-            .field("bootstrap", &self.bootstrap)
-            .field("security_protocol", &self.protocol.name())
-            .finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Display for Brokers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.bootstrap)
+impl KafkaConfig {
+    /// The brokers at `bootstrap`, reached as this section says: secrets are read and
+    /// every property is checked here, so a bad section fails at start, naming the key.
+    pub fn brokers(&self, bootstrap: &str) -> Result<Brokers, KafkaConfigError> {
+        let base = self.client_config(bootstrap)?;
+        let protocol = self.security_protocol;
+        let principal = match (&self.sasl, &self.tls) {
+            (Some(sasl), _) if protocol.sasl() => format!("User:{}", sasl.username),
+            (_, Some(tls)) if protocol.tls() && tls.certificate_file.is_some() => {
+                "the principal of the TLS client certificate".into()
+            }
+            _ => "User:ANONYMOUS".into(),
+        };
+        Ok(Brokers::new(bootstrap, protocol.name(), principal, base))
     }
 }
 

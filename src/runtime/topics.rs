@@ -15,6 +15,8 @@ use rdkafka::{
 };
 use thiserror::Error;
 
+use crate::brokers::describe_refused;
+
 /// How long one admin request (metadata, create, describe) may take, and how long
 /// [`ensure_topics`] waits for created topics to show up in metadata.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -41,12 +43,23 @@ pub enum TopicsError {
         code: RDKafkaErrorCode,
     },
     /// The cluster refused to describe a topic's configuration.
-    #[error("cannot read the configuration of topic {topic}: {code}")]
+    #[error(
+        "cannot read the configuration of topic {topic}: {code} (describe_configs on the topic: docs/security.md)"
+    )]
     DescribeConfigs {
         /// The topic.
         topic: String,
         /// The broker's error code.
         code: RDKafkaErrorCode,
+    },
+    /// A topic is not visible to this client because no ACL lets it describe the topic.
+    #[error(
+        "kafka refused describe on topic {topic} (topic authorization failed: no ACL on it for this \
+         principal, or it does not exist); docs/security.md lists the ACLs of each component"
+    )]
+    Refused {
+        /// The topic.
+        topic: String,
     },
     /// Topics are missing and creating them is not allowed; the message has the commands.
     #[error(
@@ -117,6 +130,7 @@ impl TopicsError {
             Self::Kafka { .. } => "kafka",
             Self::Create { .. } => "create_failed",
             Self::DescribeConfigs { .. } => "describe_configs_failed",
+            Self::Refused { .. } => "refused",
             Self::Missing { .. } => "missing",
             Self::WrongPartitions { .. } => "wrong_partitions",
             Self::WrongCleanupPolicy { .. } => "wrong_cleanup_policy",
@@ -248,6 +262,9 @@ pub async fn ensure_topics<C: ClientContext>(
     let mut actions: BTreeMap<&str, TopicAction> =
         present.iter().map(|s| (s.name.as_str(), TopicAction::Existed)).collect();
 
+    if let Some(s) = missing.iter().find(|s| describe_refused(admin.inner(), &s.name)) {
+        return Err(TopicsError::Refused { topic: s.name.clone() });
+    }
     if !missing.is_empty() {
         let replication = metadata.brokers().len().clamp(1, 3) as i32;
         if !create {
@@ -354,6 +371,13 @@ async fn verify<C: ClientContext>(
     // librdkafka returns the results in request order.
     for (s, result) in specs.iter().zip(results) {
         let config = result.map_err(|code| TopicsError::DescribeConfigs { topic: s.name.clone(), code })?;
+        // A principal without DESCRIBE_CONFIGS on the topic gets no error, only no entries.
+        if config.entries.is_empty() {
+            return Err(TopicsError::DescribeConfigs {
+                topic: s.name.clone(),
+                code: RDKafkaErrorCode::TopicAuthorizationFailed,
+            });
+        }
         let actual = config.get("cleanup.policy").and_then(|e| e.value.clone()).unwrap_or_default();
         if !same_policy(&actual, s.cleanup_policy()) {
             return Err(TopicsError::WrongCleanupPolicy {

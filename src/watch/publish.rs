@@ -13,6 +13,7 @@ use std::{
 };
 
 use rdkafka::{
+    Message,
     consumer::{BaseConsumer, Consumer},
     error::KafkaError,
     message::{Header, OwnedHeaders},
@@ -21,8 +22,8 @@ use rdkafka::{
 use thiserror::Error;
 
 use crate::{
+    brokers::{Brokers, describe_refused, refusal_code},
     codec::{Codec, CodecError, RecordWriter},
-    config::kafka::Brokers,
     observe::topics::TopicsConfig,
     observe::{InputTopic, Observation},
     runtime::{HEARTBEAT_HEADER, partitioner::placement},
@@ -44,6 +45,16 @@ pub enum PublishError {
         /// The client error.
         #[source]
         source: KafkaError,
+    },
+    /// Kafka refused a write to an input topic (a missing ACL).
+    #[error(
+        "kafka refused write on topic {topic} ({code}); docs/security.md lists the ACLs of each component"
+    )]
+    Refused {
+        /// The topic.
+        topic: String,
+        /// The broker's error code.
+        code: rdkafka::types::RDKafkaErrorCode,
     },
     /// An input topic does not exist (the watcher never creates topics implicitly).
     #[error("topic {topic} does not exist; create it (or run `kubefacts publish --create-topics`)")]
@@ -138,7 +149,16 @@ impl Publisher {
                 .find(|t| t.name() == name && t.error().is_none())
                 .map(|t| t.partitions().len() as i32)
                 .filter(|n| *n > 0)
-                .ok_or_else(|| PublishError::MissingTopic { topic: name.clone() })?;
+                .ok_or_else(|| {
+                    if describe_refused(metadata_client.client(), &name) {
+                        PublishError::Refused {
+                            topic: name.clone(),
+                            code: rdkafka::types::RDKafkaErrorCode::TopicAuthorizationFailed,
+                        }
+                    } else {
+                        PublishError::MissingTopic { topic: name.clone() }
+                    }
+                })?;
             let writer = codec.value_writer(&name, topic.full_name()).await?;
             out.push((topic, TopicOut { name, partitions, writer }));
         }
@@ -312,7 +332,10 @@ fn record(
             counts.ack_latency_us += latency.as_micros() as u64;
             Ok(())
         }
-        Ok(Err((e, _))) => Err(PublishError::Kafka { context: "delivering", source: e }),
+        Ok(Err((e, m))) => match refusal_code(&e) {
+            Some(code) => Err(PublishError::Refused { topic: m.topic().to_owned(), code }),
+            None => Err(PublishError::Kafka { context: "delivering", source: e }),
+        },
         Err(_) => Err(PublishError::Kafka {
             context: "delivering: the producer went away",
             source: KafkaError::Canceled,

@@ -10,13 +10,15 @@ use rdkafka::{
     ClientConfig, ClientContext, Message, Offset, TopicPartitionList,
     consumer::{BaseConsumer, ConsumerContext, Rebalance},
     error::KafkaError,
-    producer::{DefaultProducerContext, ThreadedProducer},
 };
 
 use super::run::{Batch, CleanerError, CleanerRun, Output, Pending};
-use crate::runtime::{
-    HEARTBEAT_HEADER,
-    kafka::{self, TxError, TxSession},
+use crate::{
+    brokers::refusal_code,
+    runtime::{
+        HEARTBEAT_HEADER,
+        kafka::{self, TxError, TxProducer, TxSession, consuming},
+    },
 };
 
 /// Partitions of the decisions topic revoked by a rebalance, recorded by the consumer's
@@ -46,11 +48,13 @@ impl Revocations {
 /// new assignment: after each poll, records of partitions revoked meanwhile are dropped
 /// from the batch first (their next owner reads them from the committed offset), then the
 /// polled record is added.
+/// Kafka refusing the consumer (a missing ACL) ends the cleaner.
 pub(super) fn poll_batch(
     consumer: &BaseConsumer<Revocations>,
     revocations: &Revocations,
+    run: &CleanerRun,
     max: usize,
-) -> Vec<Pending> {
+) -> Result<Vec<Pending>, CleanerError> {
     let mut batch: Vec<Pending> = Vec::new();
     let mut wait = Duration::from_millis(100);
     while batch.len() < max {
@@ -75,13 +79,17 @@ pub(super) fn poll_batch(
                 wait = Duration::ZERO;
             }
             Some(Err(e)) => {
+                if let Some(code) = refusal_code(&e) {
+                    let topics = [run.decisions.clone()];
+                    return Err(run.brokers.refusal(code, consuming(&topics, &run.group_id())).into());
+                }
                 tracing::warn!(error = %e, "consumer error");
                 break;
             }
             None => break,
         }
     }
-    batch
+    Ok(batch)
 }
 
 /// Writes the batch's records and offsets in one transaction and commits it.
@@ -109,17 +117,14 @@ impl From<TxError> for CleanerError {
     fn from(e: TxError) -> Self {
         match e {
             TxError::Fenced { transactional_id } => CleanerError::Fenced { transactional_id },
+            TxError::Refused(r) => CleanerError::Refused(r),
             TxError::Kafka { context, source } => CleanerError::Kafka { context, source },
         }
     }
 }
 
 /// Queues one output record (the runtime's send: it waits while librdkafka's queue is full).
-pub(super) fn send(
-    producer: &ThreadedProducer<DefaultProducerContext>,
-    topic: &str,
-    out: &Output,
-) -> Result<(), KafkaError> {
+pub(super) fn send(producer: &TxProducer, topic: &str, out: &Output) -> Result<(), KafkaError> {
     kafka::send(producer, topic, out.partition, out.key.as_deref(), Some(&out.value), out.timestamp_ms, None)
 }
 

@@ -14,7 +14,7 @@ use crate::codec::CodecError;
 #[derive(Debug, Clone)]
 pub struct CleanerRun {
     /// The brokers, and how clients reach them (`[kafka]`).
-    pub brokers: crate::config::kafka::Brokers,
+    pub brokers: crate::brokers::Brokers,
     /// The pipeline's application id (`[process].application_id`).
     pub application_id: String,
     /// This instance's stable id, part of its transactional id.
@@ -83,6 +83,9 @@ pub enum CleanerError {
         /// The transactional id.
         transactional_id: String,
     },
+    /// Kafka refused the cleaner (authentication, a missing ACL): never retried.
+    #[error(transparent)]
+    Refused(#[from] crate::brokers::Refused),
     /// A topic the cleaner writes to does not exist.
     #[error("topic {topic} does not exist (run `kubefacts cleaner --create-topics` once)")]
     MissingTopic {
@@ -100,6 +103,7 @@ impl CleanerError {
         match self {
             Self::Kafka { .. } => "kafka",
             Self::Fenced { .. } => "fenced",
+            Self::Refused(_) => "refused",
             Self::MissingTopic { .. } => "missing_topic",
             Self::Codec(e) => e.reason(),
         }

@@ -91,6 +91,15 @@ pub fn run_blocking(
             .map_err(kafka("reading topic metadata"))?;
         let n =
             md.topics().first().filter(|t| t.error().is_none()).map_or(0, |t| t.partitions().len() as i32);
+        if n == 0 && crate::brokers::describe_refused(metadata_client.client(), topic) {
+            let principal = run.brokers.principal();
+            return Err(crate::brokers::Refused::Topic {
+                principal,
+                operation: "describe",
+                topic: topic.to_owned(),
+            }
+            .into());
+        }
         if n == 0 {
             return Err(CleanerError::MissingTopic { topic: topic.to_owned() });
         }
@@ -109,7 +118,8 @@ pub fn run_blocking(
         limiter: RateLimiter::per_second(cfg.max_deletes_per_sec),
     };
 
-    let session = TxSession::open(&run.brokers, &transactional_id, run.transaction_timeout_ms)?;
+    let session =
+        TxSession::open(&run.brokers, &transactional_id, &run.group_id(), run.transaction_timeout_ms)?;
 
     let revocations = Revocations::default();
     let consumer: BaseConsumer<Revocations> = group_consumer_config(&run.brokers, &run.group_id())
@@ -137,7 +147,7 @@ pub fn run_blocking(
             }
         }
         // 1. A batch, polled with no transaction open.
-        let pending = poll_batch(&consumer, &revocations, cfg.max_decisions_per_transaction as usize);
+        let pending = poll_batch(&consumer, &revocations, run, cfg.max_decisions_per_transaction as usize)?;
         if pending.is_empty() {
             continue;
         }
@@ -184,7 +194,7 @@ pub fn run_blocking(
                     }
                     stats.add_events(std::mem::take(&mut batch.events));
                 }
-                Err(e @ CleanerError::Fenced { .. }) => return Err(e),
+                Err(e @ (CleanerError::Fenced { .. } | CleanerError::Refused(_))) => return Err(e),
                 Err(e) => {
                     tracing::warn!(error = %e, "aborting the transaction; its decisions will be read again");
                     session.abort()?;

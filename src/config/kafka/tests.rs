@@ -110,7 +110,17 @@ fn the_protocol_and_its_sections_must_agree() {
     let dir = tempfile::tempdir().unwrap();
     let mut no_sasl = sasl_ssl(password_file(&dir));
     no_sasl.sasl = None;
-    assert!(no_sasl.check().unwrap_err().to_string().contains("needs a [kafka.sasl] section"));
+    // A shared pipeline file may leave the credentials to each component's flags.
+    assert!(no_sasl.check().is_ok());
+    let incomplete = no_sasl.check_complete().unwrap_err().to_string();
+    assert!(
+        incomplete.contains("needs SASL credentials") && incomplete.contains("--kafka-sasl-username"),
+        "{incomplete}"
+    );
+    assert!(no_sasl.client_config("127.0.0.1:9").is_err());
+    let mut nameless = sasl_ssl(password_file(&dir));
+    nameless.sasl.as_mut().unwrap().username.clear();
+    assert!(nameless.check_complete().unwrap_err().to_string().contains("a SASL user name"));
     let mut plain_with_sasl = sasl_ssl(password_file(&dir));
     plain_with_sasl.security_protocol = SecurityProtocol::Plaintext;
     plain_with_sasl.tls = None;

@@ -1,7 +1,7 @@
 //! How one runtime instance runs: [`RuntimeConfig`], and the [`Failpoint`] of tests of lost
 //! assignments.
 
-use crate::{config::kafka::Brokers, runtime::admit::InputRules};
+use crate::{brokers::Brokers, runtime::admit::InputRules};
 
 /// How one runtime instance runs.
 #[derive(Debug, Clone)]
@@ -207,6 +207,12 @@ impl RuntimeConfig {
             session_timeout_ms: self.session_timeout_ms,
             failpoint: self.failpoint,
         }
+    }
+
+    /// The group the stage's restore consumers assign in (never joined or committed to):
+    /// `<application_id>-<processor>-restore`.
+    pub fn restore_group(&self) -> String {
+        format!("{}-restore", self.stage_prefix())
     }
 
     /// The changelog topic of one store.

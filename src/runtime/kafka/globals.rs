@@ -39,6 +39,15 @@ pub(super) struct GlobalReader {
     paused: Paused,
     /// Per global topic, the stages (indexes) that read it whole.
     readers: HashMap<String, Vec<usize>>,
+    /// The brokers, to name what a refusal refused.
+    brokers: crate::brokers::Brokers,
+    /// The application's group.
+    group: String,
+}
+
+/// The group the global reader assigns in: `<application_id>-global`.
+pub fn global_group(application_group: &str) -> String {
+    format!("{application_group}-global")
 }
 
 impl GlobalReader {
@@ -55,22 +64,30 @@ impl GlobalReader {
             return Ok(None);
         }
         let mut c = cfg.brokers.client();
-        c.set("group.id", format!("{}-global", cfg.group_id))
+        // Assigned, never joined or committed: the group only because librdkafka assigns in
+        // one (DESCRIBE on it: docs/security.md).
+        c.set("group.id", global_group(&cfg.group_id))
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed");
         super::bounded_prefetch(&mut c);
         let consumer: BaseConsumer = c.create().map_err(kafka("creating the global consumer"))?;
-        Ok(Some(Self { consumer, paused: Paused::default(), readers }))
+        Ok(Some(Self {
+            consumer,
+            paused: Paused::default(),
+            readers,
+            brokers: cfg.brokers.clone(),
+            group: cfg.group_id.clone(),
+        }))
     }
 
     /// Hands up to `max` fetched records to the stages that read their topic whole
     /// (`hand(stage, record)`; `None` from it stops: `stop` was set meanwhile); returns how
-    /// many it handed.
+    /// many it handed. Kafka refusing the reader (a missing ACL) is the error.
     pub(super) fn take(
         &mut self,
         max: usize,
         mut hand: impl FnMut(usize, &BorrowedMessage<'_>) -> Option<()>,
-    ) -> usize {
+    ) -> Result<usize, RuntimeError> {
         let mut taken = 0;
         while taken < max {
             match self.consumer.poll(Duration::ZERO) {
@@ -78,15 +95,29 @@ impl GlobalReader {
                     taken += 1;
                     for &s in self.readers.get(m.topic()).map(Vec::as_slice).unwrap_or_default() {
                         if hand(s, &m).is_none() {
-                            return taken;
+                            return Ok(taken);
                         }
                     }
                 }
-                Some(Err(e)) => tracing::warn!(error = %e, "global consumer error"),
-                None => return taken,
+                Some(Err(e)) => match crate::brokers::refusal_code(&e) {
+                    Some(code) => {
+                        let topics: Vec<String> = self.readers.keys().cloned().collect();
+                        let group = global_group(&self.group);
+                        let what = crate::brokers::Refusing {
+                            doing: "reading global inputs",
+                            operation: "read",
+                            topics: &topics,
+                            group: Some(&group),
+                            transactional_id: None,
+                        };
+                        return Err(self.brokers.refusal(code, what).into());
+                    }
+                    None => tracing::warn!(error = %e, "global consumer error"),
+                },
+                None => return Ok(taken),
             }
         }
-        taken
+        Ok(taken)
     }
 
     /// Points the reader at the earliest position any task of any stage still needs

@@ -38,6 +38,7 @@ mod assign;
 mod config;
 mod flow;
 mod globals;
+pub use globals::global_group;
 mod read;
 mod restore;
 mod run;
@@ -52,7 +53,7 @@ use thiserror::Error;
 pub(crate) use self::{
     assign::rewind,
     stats::lag,
-    transactions::{TxError, TxSession, send},
+    transactions::{TxError, TxProducer, TxSession, send},
 };
 pub use self::{
     config::{Failpoint, FailpointAt, RuntimeConfig, ThreadConfig},
@@ -64,7 +65,7 @@ pub use self::{
         StageLabels, TaskGauges, TopicLabels,
     },
 };
-use crate::{codec::CodecError, config::kafka::Brokers};
+use crate::{brokers::Brokers, codec::CodecError};
 
 /// Why the runtime stopped with an error.
 #[derive(Debug, Error)]
@@ -85,6 +86,9 @@ pub enum RuntimeError {
         /// The transactional id.
         transactional_id: String,
     },
+    /// Kafka refused this instance (authentication, a missing ACL): never retried.
+    #[error(transparent)]
+    Refused(#[from] crate::brokers::Refused),
     /// Output writers could not be set up (schema registration).
     #[error("setting up the output writers: {0}")]
     Codec(#[from] CodecError),
@@ -106,6 +110,17 @@ pub enum RuntimeError {
 
 fn kafka(context: &'static str) -> impl FnOnce(KafkaError) -> RuntimeError {
     move |source| RuntimeError::Kafka { context, source }
+}
+
+/// What a group consumer reading `topics` in `group` does, for naming a refusal.
+pub(crate) fn consuming<'a>(topics: &'a [String], group: &'a str) -> crate::brokers::Refusing<'a> {
+    crate::brokers::Refusing {
+        doing: "consuming",
+        operation: "read",
+        topics,
+        group: Some(group),
+        transactional_id: None,
+    }
 }
 
 fn client_config(cfg: &RuntimeConfig) -> ClientConfig {

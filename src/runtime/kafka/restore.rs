@@ -62,10 +62,11 @@ pub(super) fn restore(
     type Reading<'t> = (&'t str, BaseConsumer<QuietEof>, HashMap<i32, (usize, usize)>, BTreeSet<i32>);
     let mut reading: Vec<Reading<'_>> = Vec::new();
     for (topic, dests) in by_topic {
-        // The restore consumer only assigns, reads to the end and goes: its group id is
-        // never joined or committed to, but librdkafka wants one.
+        // The restore consumer only assigns, reads to the end and goes: its group is never
+        // joined or committed to, but librdkafka assigns only in a group, and looks up its
+        // coordinator (DESCRIBE on the group: docs/security.md).
         let consumer: BaseConsumer<QuietEof> = client_config(cfg)
-            .set("group.id", format!("{}-restore", cfg.stage_prefix()))
+            .set("group.id", cfg.restore_group())
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
             .set("enable.partition.eof", "true")
@@ -116,7 +117,21 @@ pub(super) fn restore(
                     Some(Err(KafkaError::PartitionEOF(p))) => {
                         pending.remove(&p);
                     }
-                    Some(Err(e)) => return Err(RuntimeError::Kafka { context: "restoring", source: e }),
+                    Some(Err(e)) => match crate::brokers::refusal_code(&e) {
+                        Some(code) => {
+                            let topics = [(*topic).to_owned()];
+                            let group = cfg.restore_group();
+                            let what = crate::brokers::Refusing {
+                                doing: "restoring",
+                                operation: "read",
+                                topics: &topics,
+                                group: Some(&group),
+                                transactional_id: None,
+                            };
+                            return Err(cfg.brokers.refusal(code, what).into());
+                        }
+                        None => return Err(RuntimeError::Kafka { context: "restoring", source: e }),
+                    },
                     None => break,
                 }
                 idle = false;

@@ -10,6 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::brokers::refusal_code;
 use rdkafka::{
     Message, Offset, TopicPartitionList,
     consumer::{BaseConsumer, Consumer, ConsumerContext},
@@ -19,6 +20,7 @@ use super::{
     RuntimeError,
     assign::{RebalanceEvent, RebalanceLog, rewind},
     config::ThreadConfig,
+    consuming,
     flow::{FillShares, Paused, Pressure},
     globals::GlobalReader,
     group_consumer_config, kafka,
@@ -60,7 +62,8 @@ pub fn run_thread(
 
     let global_topics: Vec<&[String]> = stages.iter().map(|s| s.globals()).collect();
     let mut globals = GlobalReader::new(cfg, &global_topics)?;
-    let session = TxSession::open(&cfg.brokers, &cfg.transactional_id, cfg.transaction_timeout_ms)?;
+    let session =
+        TxSession::open(&cfg.brokers, &cfg.transactional_id, &cfg.group_id, cfg.transaction_timeout_ms)?;
     let producer = session.producer();
     let rebalances = RebalanceLog::default();
     let consumer: BaseConsumer<RebalanceLog> = group_consumer_config(&cfg.brokers, &cfg.group_id)
@@ -72,6 +75,7 @@ pub fn run_thread(
         .map_err(kafka("creating the consumer"))?;
     let watermarks: BaseConsumer =
         cfg.brokers.client().create().map_err(kafka("creating a metadata client"))?;
+    let subscribed: Vec<String> = readers.keys().cloned().collect();
     let topics: Vec<&str> = readers.keys().map(String::as_str).collect();
     consumer.subscribe(&topics).map_err(kafka("subscribing"))?;
     // Per topic, the stages reading it, looked up by the fetched record's topic.
@@ -145,7 +149,12 @@ pub fn run_thread(
                         }
                     }
                 }
-                Some(Err(e)) => tracing::warn!(error = %e, "consumer error"),
+                Some(Err(e)) => match refusal_code(&e) {
+                    Some(code) => {
+                        return Err(cfg.brokers.refusal(code, consuming(&subscribed, &cfg.group_id)).into());
+                    }
+                    None => tracing::warn!(error = %e, "consumer error"),
+                },
                 None => {}
             }
             // Only the tasks' own records fill a batch: counting global ones starved them
@@ -153,7 +162,7 @@ pub fn run_thread(
             // of their own per fill, so one fill buffers at most `max_batch_records` of
             // each kind (unbounded, a fill took whatever the reader had fetched).
             if let Some(globals) = &mut globals {
-                global_budget -= globals.take(global_budget, |s, m| stages[s].take_global(m, stop));
+                global_budget -= globals.take(global_budget, |s, m| stages[s].take_global(m, stop))?;
             }
         }
         // Nothing to release (empty, or every task waits for a lane to pass its head) and no
@@ -195,6 +204,9 @@ pub fn run_thread(
         match result {
             Ok(()) => stages.iter_mut().for_each(|s| s.committed(&positions, cfg.thread)),
             Err(e) => {
+                if let Some(refused) = session.refused(&e, "committing a transaction") {
+                    return Err(refused.into());
+                }
                 if is_fatal(&e) {
                     return Err(session.judge(e, "commit").into());
                 }

@@ -21,7 +21,6 @@ use rdkafka::{
     consumer::{BaseConsumer, Consumer},
     error::KafkaError,
     message::BorrowedMessage,
-    producer::ThreadedProducer,
 };
 use tokio::runtime::Handle;
 
@@ -66,7 +65,7 @@ fn position<'p>(
 /// of the thread still needs.
 pub(super) type Offsets = BTreeMap<(String, i32), i64>;
 
-type Producer = ThreadedProducer<rdkafka::producer::DefaultProducerContext>;
+type Producer = super::transactions::TxProducer;
 
 /// One stage's tasks as a stream thread drives them (the processor type erased).
 pub(crate) trait StageRun {

@@ -16,7 +16,7 @@ use super::{
     config::{Failpoint, FailpointAt, RuntimeConfig},
 };
 use crate::{
-    config::kafka::Brokers,
+    brokers::{Brokers, Refused, Refusing, Watch, refusal_code},
     runtime::{
         HEARTBEAT_HEADER, clock::WRITER_HEADER, partitioner::partition_for_key, processor::OutputRecord,
     },
@@ -28,15 +28,20 @@ fn transactional_producer(
     brokers: &Brokers,
     transactional_id: &str,
     transaction_timeout_ms: u64,
-) -> Result<ThreadedProducer<rdkafka::producer::DefaultProducerContext>, KafkaError> {
+    watch: Watch,
+) -> Result<TxProducer, KafkaError> {
     brokers
         .client()
         .set("transactional.id", transactional_id)
         .set("transaction.timeout.ms", transaction_timeout_ms.to_string())
         .set("enable.idempotence", "true")
         .set("linger.ms", "5")
-        .create()
+        .create_with_context(watch)
 }
+
+/// The transactional producer: its context remembers refused deliveries, whose topic a
+/// failed commit does not name.
+pub(crate) type TxProducer = ThreadedProducer<Watch>;
 
 /// Whether a transactional producer's error is fatal (it must be recreated).
 pub(crate) fn is_fatal(e: &KafkaError) -> bool {
@@ -57,7 +62,7 @@ pub(crate) fn is_fenced(e: &KafkaError) -> bool {
 
 /// Produces one output record of the task `writer` (its [`WRITER_HEADER`] value).
 pub(super) fn produce_output(
-    producer: &ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
+    producer: &TxProducer,
     cfg: &RuntimeConfig,
     output_partitions: &[i32],
     out: OutputRecord,
@@ -96,7 +101,7 @@ pub(super) fn headers(
 
 /// Queues one record, waiting while librdkafka's queue is full.
 pub(crate) fn send(
-    producer: &ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
+    producer: &TxProducer,
     topic: &str,
     partition: i32,
     key: Option<&[u8]>,
@@ -132,8 +137,12 @@ pub(crate) fn send(
 /// cleaner) begins, commits and aborts. Exactly-once v2 (KIP-447): the offsets go with the
 /// consuming member's group metadata, so a member that left the group cannot commit.
 pub(crate) struct TxSession {
-    producer: ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
+    producer: TxProducer,
+    watch: Watch,
+    brokers: Brokers,
     transactional_id: String,
+    /// The consumer group whose offsets the transactions commit.
+    group: String,
     timeout: Duration,
 }
 
@@ -146,6 +155,8 @@ pub(crate) enum TxError {
         /// The transactional id.
         transactional_id: String,
     },
+    /// Kafka refused the producer (authentication, a missing ACL): never retried.
+    Refused(Refused),
     /// Any other failure of the step named.
     Kafka {
         /// The step.
@@ -159,6 +170,7 @@ impl From<TxError> for RuntimeError {
     fn from(e: TxError) -> Self {
         match e {
             TxError::Fenced { transactional_id } => RuntimeError::Fenced { transactional_id },
+            TxError::Refused(r) => RuntimeError::Refused(r),
             TxError::Kafka { context, source } => RuntimeError::Kafka { context, source },
         }
     }
@@ -168,12 +180,21 @@ impl TxSession {
     /// Creates the producer and initialises its transactions, which fences every earlier
     /// producer with this transactional id (a restarted instance's zombie) and aborts what
     /// it left open.
-    pub(crate) fn open(brokers: &Brokers, transactional_id: &str, timeout_ms: u64) -> Result<Self, TxError> {
-        let producer = transactional_producer(brokers, transactional_id, timeout_ms)
+    pub(crate) fn open(
+        brokers: &Brokers,
+        transactional_id: &str,
+        group: &str,
+        timeout_ms: u64,
+    ) -> Result<Self, TxError> {
+        let watch = Watch::default();
+        let producer = transactional_producer(brokers, transactional_id, timeout_ms, watch.clone())
             .map_err(|source| TxError::Kafka { context: "creating the transactional producer", source })?;
         let session = Self {
             producer,
+            watch,
+            brokers: brokers.clone(),
             transactional_id: transactional_id.to_owned(),
+            group: group.to_owned(),
             timeout: Duration::from_millis(timeout_ms),
         };
         session
@@ -184,17 +205,37 @@ impl TxSession {
     }
 
     /// The producer, to queue a transaction's records with [`send`].
-    pub(crate) fn producer(&self) -> &ThreadedProducer<rdkafka::producer::DefaultProducerContext> {
+    pub(crate) fn producer(&self) -> &TxProducer {
         &self.producer
     }
 
     /// How a failed call of `context` is reported: fenced, or a Kafka error.
     pub(crate) fn judge(&self, e: KafkaError, context: &'static str) -> TxError {
-        if is_fenced(&e) {
+        if let Some(refused) = self.refused(&e, context) {
+            TxError::Refused(refused)
+        } else if is_fenced(&e) {
             TxError::Fenced { transactional_id: self.transactional_id.clone() }
         } else {
             TxError::Kafka { context, source: e }
         }
+    }
+
+    /// Whether `e` (of the step `doing`) is Kafka refusing this producer, and what it
+    /// refused: a refused delivery names its topic; otherwise the transactional id, the
+    /// group or the cluster.
+    pub(crate) fn refused(&self, e: &KafkaError, doing: &'static str) -> Option<Refused> {
+        if let Some(topic) = self.watch.refused_delivery() {
+            return Some(Refused::Topic { principal: self.brokers.principal(), operation: "write", topic });
+        }
+        let code = refusal_code(e)?;
+        let what = Refusing {
+            doing,
+            operation: "write",
+            topics: &[],
+            group: Some(&self.group),
+            transactional_id: Some(&self.transactional_id),
+        };
+        Some(self.brokers.refusal(code, what))
     }
 
     /// Begins a transaction.
