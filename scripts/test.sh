@@ -2,7 +2,8 @@
 # The project's test command: ./scripts/test.sh [extra args for `cargo test --all-targets`]
 #
 # Starts the real test infrastructure on loopback (scripts/infra/up.sh: Kafka 4.4.0 KRaft,
-# Apicurio Registry 3.3.3, the fastavro venv; scripts/k8s/up.sh: a Kubernetes v1.34.4 control
+# Apicurio Registry 3.3.3, the fastavro venv; scripts/infra/cluster.sh: three KRaft brokers
+# with SASL_SSL and ACLs; scripts/k8s/up.sh: a Kubernetes v1.34.4 control
 # plane with kwok nodes, built from the Go module proxy on first use, ~10 min cold), stops it
 # again on exit whatever happens (scripts/infra/down.sh, scripts/k8s/down.sh), and in between
 # runs:
@@ -56,6 +57,10 @@ step() {
 step "infra up (scripts/infra/up.sh)" ./scripts/infra/up.sh
 # shellcheck source=/dev/null
 source .cache/run/env
+# Three KRaft brokers with SASL_SSL and ACLs, for the security and broker-failure tests.
+step "kafka cluster up (scripts/infra/cluster.sh)" ./scripts/infra/cluster.sh up
+# shellcheck source=/dev/null
+source .cache/run/cluster/env
 step "kubernetes up (scripts/k8s/up.sh)" ./scripts/k8s/up.sh
 # shellcheck source=/dev/null
 source .cache/k8s/run/env
