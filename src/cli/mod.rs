@@ -43,6 +43,16 @@ pub struct KafkaArgs {
     /// without it, records use (and only decode from) single-object encoding.
     #[arg(long, env = "KUBEFACTS_REGISTRY", hide_env_values = true)]
     pub registry: Option<String>,
+    /// PEM file of the CA that signed an https registry's certificate (added to the
+    /// system's trust store).
+    #[arg(long, env = "KUBEFACTS_REGISTRY_CA_FILE")]
+    pub registry_ca_file: Option<std::path::PathBuf>,
+    /// Registry basic-auth user name (with --registry-password-file).
+    #[arg(long, env = "KUBEFACTS_REGISTRY_USERNAME", requires = "registry_password_file")]
+    pub registry_username: Option<String>,
+    /// File holding the registry basic-auth password, as a mounted Secret.
+    #[arg(long, env = "KUBEFACTS_REGISTRY_PASSWORD_FILE", requires = "registry_username")]
+    pub registry_password_file: Option<std::path::PathBuf>,
     /// TLS and SASL to the brokers, over the pipeline file's `[kafka]` section.
     #[command(flatten)]
     pub security: kafka::KafkaSecurityArgs,
@@ -61,12 +71,25 @@ impl KafkaArgs {
 
     /// The codec: Confluent framing through the registry when one is given.
     pub fn codec(&self) -> anyhow::Result<kubefacts::codec::Codec> {
-        let registry = self
-            .registry
-            .as_deref()
-            .map(|u| kubefacts::codec::RegistryClient::new(u, std::time::Duration::from_secs(10)))
-            .transpose()?;
-        Ok(kubefacts::codec::Codec::new(registry)?)
+        use anyhow::Context;
+        let Some(url) = self.registry.as_deref() else {
+            return Ok(kubefacts::codec::Codec::new(None)?);
+        };
+        let mut access = kubefacts::codec::RegistryAccess::default();
+        if let Some(path) = &self.registry_ca_file {
+            let pem =
+                std::fs::read(path).with_context(|| format!("--registry-ca-file {}", path.display()))?;
+            access.ca_pem = Some(pem);
+        }
+        if let (Some(user), Some(path)) = (&self.registry_username, &self.registry_password_file) {
+            // Read at start, like the Kafka password; trailing newlines of a mounted file dropped.
+            let password = std::fs::read_to_string(path)
+                .with_context(|| format!("--registry-password-file {}", path.display()))?;
+            access.basic_auth = Some((user.clone(), password.trim_end_matches(['\n', '\r']).to_owned()));
+        }
+        let registry =
+            kubefacts::codec::RegistryClient::with_access(url, std::time::Duration::from_secs(10), access)?;
+        Ok(kubefacts::codec::Codec::new(Some(registry))?)
     }
 }
 

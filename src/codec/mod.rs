@@ -31,7 +31,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use direct::{DirectRecord, Reader};
 pub use error::CodecError;
 pub use frame::{CONFLUENT_HEADER_LEN, Framing, SINGLE_OBJECT_HEADER_LEN};
-pub use registry::{RegistryClient, RegistryError};
+pub use registry::{RegistryAccess, RegistryClient, RegistryError};
 pub use schemas::{KnownSchema, SchemaSet};
 
 /// Encodes and decodes kubefacts records; cheap to share (`Arc`) between tasks.

@@ -100,6 +100,8 @@ pub enum Compatibility {
 pub struct RegistryClient {
     base: Url,
     http: reqwest::Client,
+    /// Basic auth given apart from the URL ([`RegistryAccess::basic_auth`]).
+    auth: Option<(String, String)>,
 }
 
 impl fmt::Debug for RegistryClient {
@@ -125,10 +127,36 @@ struct IsCompatible {
     is_compatible: bool,
 }
 
+/// How the client reaches a registry beyond its URL: the CA that signed an `https`
+/// registry's certificate, and basic-auth credentials read from a file or the environment
+/// (not in the URL, which shows in process lists and Pod specs).
+#[derive(Clone, Default)]
+pub struct RegistryAccess {
+    /// PEM of the CA(s) an `https` registry's certificate chains to, added to the
+    /// system's trust store.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Basic auth: user name and password. Wins over user info in the URL.
+    pub basic_auth: Option<(String, String)>,
+}
+
+impl fmt::Debug for RegistryAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistryAccess")
+            .field("ca_pem", &self.ca_pem.as_ref().map(|p| format!("{} bytes", p.len())))
+            .field("basic_auth", &self.basic_auth.as_ref().map(|(user, _)| format!("{user}:[redacted]")))
+            .finish()
+    }
+}
+
 impl RegistryClient {
     /// A client for the registry at `url` (e.g. `http://127.0.0.1:8081` or
     /// `http://host/apis/ccompat/v7`); credentials in the URL are sent as basic auth.
     pub fn new(url: &str, timeout: Duration) -> Result<Self, RegistryError> {
+        Self::with_access(url, timeout, RegistryAccess::default())
+    }
+
+    /// [`RegistryClient::new`], trusting `access.ca_pem` too and sending `access.basic_auth`.
+    pub fn with_access(url: &str, timeout: Duration, access: RegistryAccess) -> Result<Self, RegistryError> {
         let mut base = Url::parse(url).map_err(|e| RegistryError::InvalidUrl { reason: e.to_string() })?;
         if !matches!(base.scheme(), "http" | "https") {
             return Err(RegistryError::InvalidUrl {
@@ -139,11 +167,21 @@ impl RegistryClient {
             let path = format!("{}/", base.path());
             base.set_path(&path);
         }
-        let http = crate::http::client_builder()
-            .timeout(timeout)
-            .build()
-            .map_err(|e| RegistryError::Unreachable { url: redacted(&base), source: e })?;
-        Ok(Self { base, http })
+        let mut builder = crate::http::client_builder().timeout(timeout);
+        if let Some(pem) = &access.ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
+                RegistryError::InvalidUrl { reason: format!("the registry CA file is not PEM: {e}") }
+            })?;
+            if certs.is_empty() {
+                return Err(RegistryError::InvalidUrl {
+                    reason: "the registry CA file holds no certificate".into(),
+                });
+            }
+            builder = builder.tls_certs_merge(certs);
+        }
+        let http =
+            builder.build().map_err(|e| RegistryError::Unreachable { url: redacted(&base), source: e })?;
+        Ok(Self { base, http, auth: access.basic_auth })
     }
 
     /// The registry URL without credentials, for logs.
@@ -260,7 +298,9 @@ impl RegistryClient {
         url.set_password(None).ok();
         url.path_segments_mut().expect("http URL has a path").pop_if_empty().extend(segments);
         let mut req = self.http.request(method, url).header(reqwest::header::ACCEPT, CONTENT_TYPE);
-        if !self.base.username().is_empty() {
+        if let Some((user, password)) = &self.auth {
+            req = req.basic_auth(user, Some(password));
+        } else if !self.base.username().is_empty() {
             req = req.basic_auth(self.base.username(), self.base.password());
         }
         req
@@ -313,6 +353,28 @@ fn redacted(url: &Url) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn access_debug_shows_no_password() {
+        let access = RegistryAccess {
+            ca_pem: Some(b"pem".to_vec()),
+            basic_auth: Some(("u".into(), "hunter2".into())),
+        };
+        let c = RegistryClient::with_access(
+            "https://r.example/",
+            Duration::from_secs(1),
+            RegistryAccess { ca_pem: None, basic_auth: access.basic_auth.clone() },
+        )
+        .unwrap();
+        for shown in [format!("{access:?}"), format!("{c:?}"), c.url()] {
+            assert!(!shown.contains("hunter2"), "{shown}");
+        }
+        assert!(format!("{access:?}").contains("u:[redacted]"));
+        let not_pem = RegistryAccess { ca_pem: Some(b"not a certificate".to_vec()), basic_auth: None };
+        let e =
+            RegistryClient::with_access("https://r.example/", Duration::from_secs(1), not_pem).unwrap_err();
+        assert!(e.to_string().contains("CA file"), "{e}");
+    }
+
     use super::*;
 
     #[test]
