@@ -220,14 +220,7 @@ EOF
   # runs. (The password is on the format tool's command line for its few seconds; the tool
   # has no way to read it from a file.)
   local cluster_id t_format
-  cluster_id="$(python3 -c '
-import base64, uuid
-while True:
-    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    if not s.startswith("-"):
-        print(s)
-        break
-')"
+  cluster_id="$(new_cluster_id)"
   t_format="$(now)"
   local -a format_pids=()
   for n in "${CLUSTER_NODES[@]}"; do

@@ -140,3 +140,16 @@ corr, err = struct.unpack(">ih", data[:6])
 sys.exit(0 if corr == 42 and err == 0 else 1)
 EOF
 }
+
+# new_cluster_id: a KRaft cluster id (22 url-safe base64 characters; StorageTool refuses one
+# starting with '-').
+new_cluster_id() {
+  python3 -c '
+import base64, uuid
+while True:
+    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not s.startswith("-"):
+        print(s)
+        break
+'
+}

@@ -428,14 +428,7 @@ log.retention.check.interval.ms=1000
 EOF
 
 KAFKA_JVM_COMMON=(-cp "$KAFKA_HOME/lib/*" -Dlog4j2.configurationFile="$KAFKA_LOG4J" -Djava.awt.headless=true)
-CLUSTER_ID="$(python3 -c '
-import base64, uuid
-while True:
-    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    if not s.startswith("-"):
-        print(s)
-        break
-')"
+CLUSTER_ID="$(new_cluster_id)"
 T_KAFKA="$(now)"
 "$KAFKA_JAVA" "${KAFKA_JVM_COMMON[@]}" -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
   -Dkubefacts.log.file="$KAFKA_DIR/format.log" -Dkubefacts.log.level=INFO \

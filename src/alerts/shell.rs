@@ -156,13 +156,7 @@ pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>)
                 Err(e) => match refusal_code(&e) {
                     Some(code) => {
                         let topics = [run.topic.clone()];
-                        let what = Refusing {
-                            doing: "consuming",
-                            operation: "read",
-                            topics: &topics,
-                            group: Some(&run.group),
-                            transactional_id: None,
-                        };
+                        let what = Refusing::reading("consuming", &topics, &run.group);
                         return Err(run.brokers.refusal(code, what).into());
                     }
                     None => tracing::warn!(error = %e, topic = %run.topic, "consuming"),

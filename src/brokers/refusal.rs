@@ -242,6 +242,13 @@ pub struct Refusing<'a> {
     pub transactional_id: Option<&'a str>,
 }
 
+impl<'a> Refusing<'a> {
+    /// A consumer `doing` something with `topics`, reading them in `group`.
+    pub fn reading(doing: &'static str, topics: &'a [String], group: &'a str) -> Self {
+        Self { doing, operation: "read", topics, group: Some(group), transactional_id: None }
+    }
+}
+
 /// A client context that remembers the first refusal librdkafka reports as a global error
 /// (authentication failures arrive only there) and the first refused delivery (the
 /// delivery report names its topic, which a failed transaction commit does not).

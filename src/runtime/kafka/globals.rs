@@ -103,13 +103,8 @@ impl GlobalReader {
                     Some(code) => {
                         let topics: Vec<String> = self.readers.keys().cloned().collect();
                         let group = global_group(&self.group);
-                        let what = crate::brokers::Refusing {
-                            doing: "reading global inputs",
-                            operation: "read",
-                            topics: &topics,
-                            group: Some(&group),
-                            transactional_id: None,
-                        };
+                        let what =
+                            crate::brokers::Refusing::reading("reading global inputs", &topics, &group);
                         return Err(self.brokers.refusal(code, what).into());
                     }
                     None => tracing::warn!(error = %e, "global consumer error"),

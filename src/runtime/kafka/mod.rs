@@ -114,13 +114,7 @@ fn kafka(context: &'static str) -> impl FnOnce(KafkaError) -> RuntimeError {
 
 /// What a group consumer reading `topics` in `group` does, for naming a refusal.
 pub(crate) fn consuming<'a>(topics: &'a [String], group: &'a str) -> crate::brokers::Refusing<'a> {
-    crate::brokers::Refusing {
-        doing: "consuming",
-        operation: "read",
-        topics,
-        group: Some(group),
-        transactional_id: None,
-    }
+    crate::brokers::Refusing::reading("consuming", topics, group)
 }
 
 fn client_config(cfg: &RuntimeConfig) -> ClientConfig {

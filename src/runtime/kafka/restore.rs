@@ -121,13 +121,7 @@ pub(super) fn restore(
                         Some(code) => {
                             let topics = [(*topic).to_owned()];
                             let group = cfg.restore_group();
-                            let what = crate::brokers::Refusing {
-                                doing: "restoring",
-                                operation: "read",
-                                topics: &topics,
-                                group: Some(&group),
-                                transactional_id: None,
-                            };
+                            let what = crate::brokers::Refusing::reading("restoring", &topics, &group);
                             return Err(cfg.brokers.refusal(code, what).into());
                         }
                         None => return Err(RuntimeError::Kafka { context: "restoring", source: e }),
