@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use kubefacts::codec::Codec;
 use serde_json::Value;
 use support::{
-    Scratch, Stage, all_committed, default_stages, infra, is_stopped, kubefacts_ok,
+    Scratch, Stage, all_committed, default_stages, infra, is_stopped,
     outputs::{ByKey, compare_outputs},
     read_records, simulate_small, wait_all_committed,
 };
@@ -81,34 +81,8 @@ fn every_stage_on_kafka_equals_the_replay_through_sigkills() {
     let trace = dir.join("trace.jsonl");
     let trace_arg = trace.to_str().unwrap();
     simulate_small(HOURS, SEED, &trace, &[]);
-    let published = kubefacts_ok(&[
-        "publish",
-        "--create-topics",
-        "--partitions",
-        PARTITIONS,
-        "--finish",
-        "--bootstrap",
-        bootstrap,
-        "--input",
-        trace_arg,
-        "--config",
-        config_arg,
-    ])
-    .all();
-    assert!(published.contains("publish: finished the trace as a quiet cluster would"), "{published}");
     let replay_dir = dir.join("replay");
-    kubefacts_ok(&[
-        "replay",
-        "--partitions",
-        PARTITIONS,
-        "--finish",
-        "--input",
-        trace_arg,
-        "--output",
-        replay_dir.to_str().unwrap(),
-        "--config",
-        config_arg,
-    ]);
+    support::publish_and_replay(bootstrap, PARTITIONS, trace_arg, config_arg, replay_dir.to_str().unwrap());
     println!("published and replayed after {:?}", started.elapsed());
 
     let topic = |name: &str| format!("{prefix}{name}");

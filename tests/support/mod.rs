@@ -4,6 +4,7 @@
 //! A test that needs infrastructure fails (never skips) when it is missing.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod fake_kube;
 pub mod k8s;
 pub mod outputs;
@@ -292,6 +293,19 @@ pub struct ReadRecord {
     pub value: Vec<u8>,
 }
 
+/// A client of `bootstrap`: plaintext, or as the super user of the three-broker cluster
+/// when `bootstrap` is that cluster's ([`cluster`]).
+pub fn client_config(bootstrap: &str) -> ClientConfig {
+    match cluster::running().filter(|c| c.bootstrap == bootstrap) {
+        Some(c) => c.admin(),
+        None => {
+            let mut c = ClientConfig::new();
+            c.set("bootstrap.servers", bootstrap);
+            c
+        }
+    }
+}
+
 /// Every committed record of `topic` (all partitions, from the beginning to the last
 /// stable offset; read_committed, so aborted transactions never show), in partition then
 /// offset order — but forwarded stream time: records with the `kubefacts-heartbeat`
@@ -328,8 +342,7 @@ pub struct Committed {
 /// tombstones stay `None` and timestamps are kept. Panics when the topic does not exist.
 pub fn read_records(bootstrap: &str, topic: &str) -> Vec<Committed> {
     use rdkafka::consumer::BaseConsumer;
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let consumer: BaseConsumer = client_config(bootstrap)
         .set("isolation.level", "read_committed")
         .set("group.id", unique_name("read-records"))
         .set("enable.partition.eof", "true")
@@ -378,8 +391,7 @@ pub struct Stage {
 pub fn all_committed(bootstrap: &str, stages: &[Stage]) -> Result<(), String> {
     let mut behind = Vec::new();
     for s in stages {
-        let c: rdkafka::consumer::BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
+        let c: rdkafka::consumer::BaseConsumer = client_config(bootstrap)
             .set("group.id", &s.group)
             .set("enable.auto.commit", "false")
             .create()
@@ -498,8 +510,7 @@ pub async fn read_topic_so_far(bootstrap: &str, topic: &str) -> Vec<ReadRecord> 
 
 /// Whether `topic` exists (with partitions) on the broker.
 pub fn topic_exists(bootstrap: &str, topic: &str) -> bool {
-    let c: rdkafka::consumer::BaseConsumer =
-        ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("a metadata client");
+    let c: rdkafka::consumer::BaseConsumer = client_config(bootstrap).create().expect("a metadata client");
     c.fetch_metadata(None, Duration::from_secs(10))
         .map(|md| md.topics().iter().any(|t| t.name() == topic && !t.partitions().is_empty()))
         .unwrap_or(false)
@@ -691,4 +702,44 @@ impl Scratch {
     pub fn config_arg(&self) -> &str {
         self.config.to_str().unwrap()
     }
+}
+
+/// Publishes the trace at `trace` with `--finish` (creating the input topics with
+/// `partitions` partitions) and replays it into `replay_dir`, both with the pipeline file
+/// `config`: the input of a Kafka run and what it must equal. Returns what publish printed.
+pub fn publish_and_replay(
+    bootstrap: &str,
+    partitions: &str,
+    trace: &str,
+    config: &str,
+    replay_dir: &str,
+) -> String {
+    let published = kubefacts_ok(&[
+        "publish",
+        "--create-topics",
+        "--partitions",
+        partitions,
+        "--finish",
+        "--bootstrap",
+        bootstrap,
+        "--input",
+        trace,
+        "--config",
+        config,
+    ])
+    .all();
+    assert!(published.contains("publish: finished the trace as a quiet cluster would"), "{published}");
+    kubefacts_ok(&[
+        "replay",
+        "--partitions",
+        partitions,
+        "--finish",
+        "--input",
+        trace,
+        "--output",
+        replay_dir,
+        "--config",
+        config,
+    ]);
+    published
 }

@@ -116,7 +116,7 @@ pub(super) fn commit(
 impl From<TxError> for CleanerError {
     fn from(e: TxError) -> Self {
         match e {
-            TxError::Fenced { transactional_id } => CleanerError::Fenced { transactional_id },
+            TxError::Fenced { transactional_id, reason } => CleanerError::Fenced { transactional_id, reason },
             TxError::Refused(r) => CleanerError::Refused(r),
             TxError::Kafka { context, source } => CleanerError::Kafka { context, source },
         }

@@ -78,10 +78,14 @@ pub enum CleanerError {
         source: KafkaError,
     },
     /// Another instance with the same transactional id took over: this one is a zombie.
-    #[error("fenced: another cleaner with transactional id {transactional_id} is running; stopping")]
+    #[error(
+        "fenced: another cleaner with transactional id {transactional_id} is running; stopping ({reason})"
+    )]
     Fenced {
         /// The transactional id.
         transactional_id: String,
+        /// The producer's error.
+        reason: String,
     },
     /// Kafka refused the cleaner (authentication, a missing ACL): never retried.
     #[error(transparent)]

@@ -81,10 +81,14 @@ pub enum RuntimeError {
         source: KafkaError,
     },
     /// Another instance with the same transactional id took over: this one is a zombie.
-    #[error("fenced: another instance with transactional id {transactional_id} is running; stopping")]
+    #[error(
+        "fenced: another instance with transactional id {transactional_id} is running; stopping ({reason})"
+    )]
     Fenced {
         /// The transactional id.
         transactional_id: String,
+        /// The producer's error.
+        reason: String,
     },
     /// Kafka refused this instance (authentication, a missing ACL): never retried.
     #[error(transparent)]

@@ -124,6 +124,12 @@ pub(super) fn restore(
                             let what = crate::brokers::Refusing::reading("restoring", &topics, &group);
                             return Err(cfg.brokers.refusal(code, what).into());
                         }
+                        // A broker down or moving leadership: librdkafka reconnects and
+                        // fetches again; a restore that stops progressing times out below.
+                        None if !matches!(e, KafkaError::MessageConsumptionFatal(_)) => {
+                            tracing::warn!(error = %e, topic, "restoring: consumer error; retrying");
+                            break;
+                        }
                         None => return Err(RuntimeError::Kafka { context: "restoring", source: e }),
                     },
                     None => break,

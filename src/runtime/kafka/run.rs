@@ -26,7 +26,7 @@ use super::{
     group_consumer_config, kafka,
     stage::{KafkaStage, Offsets, Positions},
     stats::lag,
-    transactions::{TxSession, is_fatal},
+    transactions::{Recreations, TxSession, is_fatal},
 };
 
 /// Runs one stream thread until `stop` is set (then leaves the group, between
@@ -62,9 +62,10 @@ pub fn run_thread(
 
     let global_topics: Vec<&[String]> = stages.iter().map(|s| s.globals()).collect();
     let mut globals = GlobalReader::new(cfg, &global_topics)?;
-    let session =
-        TxSession::open(&cfg.brokers, &cfg.transactional_id, &cfg.group_id, cfg.transaction_timeout_ms)?;
-    let producer = session.producer();
+    let open =
+        || TxSession::open(&cfg.brokers, &cfg.transactional_id, &cfg.group_id, cfg.transaction_timeout_ms);
+    let mut session = open()?;
+    let mut recreations = Recreations::default();
     let rebalances = RebalanceLog::default();
     let consumer: BaseConsumer<RebalanceLog> = group_consumer_config(&cfg.brokers, &cfg.group_id)
         // librdkafka pauses fetching up to 1 s once its queue is full; a loop that drains the
@@ -182,7 +183,7 @@ pub fn run_thread(
         let mut offsets = Offsets::new();
         let mut failed = None;
         for stage in &mut stages {
-            if let Some(e) = stage.process(producer, &positions, &mut offsets)? {
+            if let Some(e) = stage.process(session.producer(), &positions, &mut offsets)? {
                 failed = Some(e);
             }
         }
@@ -207,11 +208,30 @@ pub fn run_thread(
                 if let Some(refused) = session.refused(&e, "committing a transaction") {
                     return Err(refused.into());
                 }
-                if is_fatal(&e) {
-                    return Err(session.judge(e, "commit").into());
+                let failed = if is_fatal(&e) {
+                    Some(e)
+                } else {
+                    tracing::warn!(error = %e, "aborting the transaction; tasks restart from their changelogs");
+                    match session.try_abort() {
+                        Ok(()) => None,
+                        Err(e) if is_fatal(&e) => Some(e),
+                        Err(e) => return Err(session.judge(e, "abort").into()),
+                    }
+                };
+                if let Some(e) = failed {
+                    // A broker failure can leave the producer unusable: a coordinator that
+                    // moved aborts a transaction that outlived its timeout and bumps the
+                    // producer's epoch, which then reads as fenced. A new producer with the
+                    // same id fences the old one and aborts what it left open; the tasks
+                    // restart from their changelogs, as after an abort. Another live
+                    // incarnation with this id would fence it back: after a few recreations
+                    // in a row, this one stops.
+                    if !recreations.allow() {
+                        return Err(session.judge(e, "commit").into());
+                    }
+                    tracing::warn!(error = %e, "the transactional producer failed; recreating it");
+                    session = open()?;
                 }
-                tracing::warn!(error = %e, "aborting the transaction; tasks restart from their changelogs");
-                session.abort()?;
                 stages.iter_mut().for_each(|s| s.aborted());
                 paused.release(&consumer);
                 let committed = rewind(&consumer, |context, source| RuntimeError::Kafka { context, source })?;

@@ -51,6 +51,32 @@ pub(crate) fn is_fatal(e: &KafkaError) -> bool {
     }
 }
 
+/// How often a stream thread recreates its transactional producer after a fatal error:
+/// at most [`Recreations::MAX`] in [`Recreations::WINDOW`]. More means it is not a broker
+/// failure but another live instance with the same transactional id, fencing it back.
+#[derive(Debug, Default)]
+pub(crate) struct Recreations(std::collections::VecDeque<Instant>);
+
+impl Recreations {
+    /// Recreations allowed in one window.
+    pub(crate) const MAX: usize = 3;
+    /// The window.
+    pub(crate) const WINDOW: Duration = Duration::from_secs(600);
+
+    /// Whether one more recreation is allowed now (and counts it if so).
+    pub(crate) fn allow(&mut self) -> bool {
+        let now = Instant::now();
+        while self.0.front().is_some_and(|t| now.duration_since(*t) > Self::WINDOW) {
+            self.0.pop_front();
+        }
+        if self.0.len() >= Self::MAX {
+            return false;
+        }
+        self.0.push_back(now);
+        true
+    }
+}
+
 /// Whether a transactional producer was fenced (another instance with its transactional id
 /// started) or failed fatally: either way it is done.
 pub(crate) fn is_fenced(e: &KafkaError) -> bool {
@@ -154,6 +180,8 @@ pub(crate) enum TxError {
     Fenced {
         /// The transactional id.
         transactional_id: String,
+        /// The producer's error.
+        reason: String,
     },
     /// Kafka refused the producer (authentication, a missing ACL): never retried.
     Refused(Refused),
@@ -169,7 +197,7 @@ pub(crate) enum TxError {
 impl From<TxError> for RuntimeError {
     fn from(e: TxError) -> Self {
         match e {
-            TxError::Fenced { transactional_id } => RuntimeError::Fenced { transactional_id },
+            TxError::Fenced { transactional_id, reason } => RuntimeError::Fenced { transactional_id, reason },
             TxError::Refused(r) => RuntimeError::Refused(r),
             TxError::Kafka { context, source } => RuntimeError::Kafka { context, source },
         }
@@ -214,7 +242,7 @@ impl TxSession {
         if let Some(refused) = self.refused(&e, context) {
             TxError::Refused(refused)
         } else if is_fenced(&e) {
-            TxError::Fenced { transactional_id: self.transactional_id.clone() }
+            TxError::Fenced { transactional_id: self.transactional_id.clone(), reason: e.to_string() }
         } else {
             TxError::Kafka { context, source: e }
         }
@@ -284,6 +312,30 @@ impl TxSession {
 
     /// Aborts the open transaction (after a failed send or commit that is not fatal).
     pub(crate) fn abort(&self) -> Result<(), TxError> {
-        self.producer.abort_transaction(Duration::from_secs(60)).map_err(|e| self.judge(e, "abort"))
+        self.try_abort().map_err(|e| self.judge(e, "abort"))
+    }
+
+    /// [`TxSession::abort`], the producer's error as it is (for a caller that can recreate
+    /// the producer).
+    pub(crate) fn try_abort(&self) -> Result<(), KafkaError> {
+        self.producer.abort_transaction(Duration::from_secs(60))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_few_recreations_are_allowed_then_none_within_the_window() {
+        let mut r = Recreations::default();
+        assert!((0..Recreations::MAX).all(|_| r.allow()));
+        assert!(!r.allow(), "a fourth recreation within the window");
+        // Recreations older than the window no longer count.
+        let old = Instant::now().checked_sub(Recreations::WINDOW + Duration::from_secs(1));
+        if let Some(old) = old {
+            r.0.iter_mut().for_each(|t| *t = old);
+            assert!(r.allow());
+        }
     }
 }
