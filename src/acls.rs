@@ -130,8 +130,8 @@ pub fn acls(pipeline: &PipelineConfig, options: &AclOptions) -> Vec<ComponentAcl
     let mut process = List::default();
     for stage in &pipeline.process.stages {
         let why = |what: &str| format!("[{}] {what}", stage.name());
-        let mut cfg = RuntimeConfig::new("", app, "", stage.name());
-        cfg.globals.clone_from(&stage.globals);
+        // Only for the names it derives (changelogs, the restore group).
+        let cfg = RuntimeConfig::new("", app, "", stage.name());
         for t in stage.inputs.iter().chain(&stage.globals) {
             process.topic(t, Operation::Read, &why("reads it"));
             process.topic(t, Operation::DescribeConfigs, &why("checks it at start"));

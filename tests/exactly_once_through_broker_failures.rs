@@ -163,7 +163,8 @@ fn outputs_equal_the_replay_through_broker_kills_a_pause_and_a_rolling_restart()
         replayed_per_partition(&replay_dir, &decisions),
         on_kafka_per_partition(&rt, &codec, bootstrap, &decisions),
     );
-    for p in want.keys().chain(got.keys()) {
+    let partitions: std::collections::BTreeSet<&i64> = want.keys().chain(got.keys()).collect();
+    for p in partitions {
         let (w, g) = (want.get(p).cloned().unwrap_or_default(), got.get(p).cloned().unwrap_or_default());
         if w != g {
             let at = w.iter().zip(&g).position(|(x, y)| x != y).unwrap_or(w.len().min(g.len()));
