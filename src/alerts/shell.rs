@@ -27,7 +27,7 @@ use super::{
     truncate_body,
 };
 use crate::{
-    brokers::{Refused, Refusing, refusal_code},
+    brokers::{Reauthentication, Refused, Refusing},
     codec::Codec,
     coverage::CoverageAlert,
     runtime::kafka::QuietEof,
@@ -138,6 +138,7 @@ pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>)
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let (mut records, mut undecodable) = (0u64, 0u64);
+    let mut reauthentication = Reauthentication::default();
     loop {
         tokio::select! {
             () = &mut stop => break,
@@ -153,7 +154,7 @@ pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>)
                         eprintln!("alerts: read {records} records: {subjects} subjects, {firing} firing");
                     }
                 }
-                Err(e) => match refusal_code(&e) {
+                Err(e) => match reauthentication.refusal_code(&e) {
                     Some(code) => {
                         let topics = [run.topic.clone()];
                         let what = Refusing::reading("consuming", &topics, &run.group);

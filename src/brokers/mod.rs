@@ -5,7 +5,9 @@
 
 mod refusal;
 
-pub use refusal::{Refused, Refusing, Watch, describe_refused, refusal_code};
+pub use refusal::{
+    REAUTHENTICATION_GRACE, Reauthentication, Refused, Refusing, Watch, describe_refused, refusal_code,
+};
 
 /// The brokers and how to reach them, resolved once at start (secrets read): every client
 /// kubefacts builds starts from [`Brokers::client`]. A rotated secret is read at the next

@@ -93,6 +93,58 @@ pub enum Refused {
     },
 }
 
+/// How long a running client retries failed authentication before it counts as a refusal.
+pub const REAUTHENTICATION_GRACE: Duration = Duration::from_secs(30);
+
+/// Authentication failures met by a client that has already authenticated (every
+/// component checks its credentials at start, [`Brokers::check_authentication`]).
+///
+/// Failed authentication after that is mostly a broker restarting. A broker that is
+/// shutting down drops the SASL exchange halfway, and a broker that has just started may
+/// not have replayed the SCRAM credentials yet. Both read as `Local: Authentication
+/// failure`; a rolling restart stopped a restore with one in CI. So a running client stops
+/// only on a streak: failures that keep coming (each within the grace of the last) for
+/// [`REAUTHENTICATION_GRACE`]. Revoked credentials fail every reconnect, at most 10 s
+/// apart (librdkafka's `reconnect.backoff.max.ms`), so they still stop it, about 30 s
+/// later. Authorization refusals stop it at once: a restart does not cause them.
+#[derive(Debug, Default)]
+pub struct Reauthentication {
+    /// The first and the latest failure of the current streak.
+    streak: Option<(Instant, Instant)>,
+}
+
+impl Reauthentication {
+    /// The refusal code `e` is for a running client: an authorization refusal at once, an
+    /// authentication one once its streak has lasted [`REAUTHENTICATION_GRACE`].
+    pub fn refusal_code(&mut self, e: &KafkaError) -> Option<RDKafkaErrorCode> {
+        self.judge(e, Instant::now())
+    }
+
+    fn judge(&mut self, e: &KafkaError, now: Instant) -> Option<RDKafkaErrorCode> {
+        let code = refusal_code(e)?;
+        if !is_authentication(code) {
+            return Some(code);
+        }
+        let first = match self.streak {
+            Some((first, last)) if now.saturating_duration_since(last) < REAUTHENTICATION_GRACE => first,
+            _ => now,
+        };
+        self.streak = Some((first, now));
+        let lasted = now.saturating_duration_since(first);
+        if lasted >= REAUTHENTICATION_GRACE {
+            return Some(code);
+        }
+        tracing::warn!(error = %e, ?lasted, "kafka failed to authenticate a running client; retrying (a broker restarting)");
+        None
+    }
+}
+
+/// Whether `code` is a failed login (SASL or TLS) rather than a missing ACL.
+fn is_authentication(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(code, C::Authentication | C::SaslAuthenticationFailed | C::SSL)
+}
+
 /// The error codes of a refusal: nothing a retry changes.
 pub fn refusal_code(e: &KafkaError) -> Option<RDKafkaErrorCode> {
     use RDKafkaErrorCode as C;
@@ -326,5 +378,44 @@ impl ProducerContext for Watch {
         {
             t.get_or_insert_with(|| m.topic().to_owned());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth() -> KafkaError {
+        KafkaError::MessageConsumption(RDKafkaErrorCode::Authentication)
+    }
+
+    #[test]
+    fn an_authorization_refusal_counts_at_once() {
+        let mut r = Reauthentication::default();
+        let e = KafkaError::MessageConsumption(RDKafkaErrorCode::TopicAuthorizationFailed);
+        assert_eq!(r.judge(&e, Instant::now()), Some(RDKafkaErrorCode::TopicAuthorizationFailed));
+    }
+
+    #[test]
+    fn a_failed_login_counts_only_once_its_streak_lasts_the_grace() {
+        let mut r = Reauthentication::default();
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        // A broker restarting: two failures, then a long quiet.
+        assert_eq!(r.judge(&auth(), t0), None);
+        assert_eq!(r.judge(&auth(), t0 + s(2)), None);
+        // The next failure, much later, starts a streak of its own.
+        assert_eq!(r.judge(&auth(), t0 + s(40)), None);
+        // Revoked credentials: a failure every reconnect, 10 s apart.
+        assert_eq!(r.judge(&auth(), t0 + s(50)), None);
+        assert_eq!(r.judge(&auth(), t0 + s(60)), None);
+        assert_eq!(r.judge(&auth(), t0 + s(70)), Some(RDKafkaErrorCode::Authentication));
+    }
+
+    #[test]
+    fn other_errors_are_no_refusal() {
+        let mut r = Reauthentication::default();
+        let e = KafkaError::MessageConsumption(RDKafkaErrorCode::BrokerTransportFailure);
+        assert_eq!(r.judge(&e, Instant::now()), None);
     }
 }

@@ -14,7 +14,7 @@ use rdkafka::{
 
 use super::run::{Batch, CleanerError, CleanerRun, Output, Pending};
 use crate::{
-    brokers::refusal_code,
+    brokers::Reauthentication,
     runtime::{
         HEARTBEAT_HEADER,
         kafka::{self, TxError, TxProducer, TxSession, consuming},
@@ -53,6 +53,7 @@ pub(super) fn poll_batch(
     consumer: &BaseConsumer<Revocations>,
     revocations: &Revocations,
     run: &CleanerRun,
+    reauthentication: &mut Reauthentication,
     max: usize,
 ) -> Result<Vec<Pending>, CleanerError> {
     let mut batch: Vec<Pending> = Vec::new();
@@ -79,7 +80,7 @@ pub(super) fn poll_batch(
                 wait = Duration::ZERO;
             }
             Some(Err(e)) => {
-                if let Some(code) = refusal_code(&e) {
+                if let Some(code) = reauthentication.refusal_code(&e) {
                     let topics = [run.decisions.clone()];
                     return Err(run.brokers.refusal(code, consuming(&topics, &run.group_id())).into());
                 }

@@ -31,6 +31,7 @@ use super::{
     validate,
 };
 use crate::{
+    brokers::Reauthentication,
     cleanup::{
         model::CleanupDecision,
         outcome::{CleanupOutcome, CleanupOutcomeKind},
@@ -139,6 +140,7 @@ pub fn run_blocking(
     let commit_interval = Duration::from_millis(cfg.commit_interval_ms);
     stats.declare_topics([&run.decisions], [&run.outcomes]);
     let mut lag_checked: Option<Instant> = None;
+    let mut reauthentication = Reauthentication::default();
     while !stop.load(Ordering::Relaxed) {
         if lag_checked.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
             lag_checked = Some(Instant::now());
@@ -147,7 +149,13 @@ pub fn run_blocking(
             }
         }
         // 1. A batch, polled with no transaction open.
-        let pending = poll_batch(&consumer, &revocations, run, cfg.max_decisions_per_transaction as usize)?;
+        let pending = poll_batch(
+            &consumer,
+            &revocations,
+            run,
+            &mut reauthentication,
+            cfg.max_decisions_per_transaction as usize,
+        )?;
         if pending.is_empty() {
             continue;
         }

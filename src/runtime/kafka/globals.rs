@@ -43,6 +43,8 @@ pub(super) struct GlobalReader {
     brokers: crate::brokers::Brokers,
     /// The application's group.
     group: String,
+    /// Failed logins while running (a broker restarting).
+    reauthentication: crate::brokers::Reauthentication,
 }
 
 /// The group the global reader assigns in: `<application_id>-global`.
@@ -77,6 +79,7 @@ impl GlobalReader {
             readers,
             brokers: cfg.brokers.clone(),
             group: cfg.group_id.clone(),
+            reauthentication: Default::default(),
         }))
     }
 
@@ -99,7 +102,7 @@ impl GlobalReader {
                         }
                     }
                 }
-                Some(Err(e)) => match crate::brokers::refusal_code(&e) {
+                Some(Err(e)) => match self.reauthentication.refusal_code(&e) {
                     Some(code) => {
                         let topics: Vec<String> = self.readers.keys().cloned().collect();
                         let group = global_group(&self.group);

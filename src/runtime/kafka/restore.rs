@@ -92,6 +92,7 @@ pub(super) fn restore(
     let mut first_ms = None;
     let mut applied = 0;
     let mut progress = Instant::now();
+    let mut reauthentication = crate::brokers::Reauthentication::default();
     while reading.iter().any(|(_, _, _, pending)| !pending.is_empty()) {
         let mut idle = true;
         for (topic, consumer, dests, pending) in &mut reading {
@@ -117,7 +118,7 @@ pub(super) fn restore(
                     Some(Err(KafkaError::PartitionEOF(p))) => {
                         pending.remove(&p);
                     }
-                    Some(Err(e)) => match crate::brokers::refusal_code(&e) {
+                    Some(Err(e)) => match reauthentication.refusal_code(&e) {
                         Some(code) => {
                             let topics = [(*topic).to_owned()];
                             let group = cfg.restore_group();

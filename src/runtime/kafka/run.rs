@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::brokers::refusal_code;
+use crate::brokers::Reauthentication;
 use rdkafka::{
     Message, Offset, TopicPartitionList,
     consumer::{BaseConsumer, Consumer, ConsumerContext},
@@ -90,6 +90,7 @@ pub fn run_thread(
     let mut paused = Paused::default();
     let mut lag_checked = Instant::now();
     let mut waiting_logged = Instant::now();
+    let mut reauthentication = Reauthentication::default();
     let mut transactions = 0u64;
     while !stop.load(Ordering::Relaxed) {
         if lag_checked.elapsed() >= Duration::from_secs(5) {
@@ -150,7 +151,7 @@ pub fn run_thread(
                         }
                     }
                 }
-                Some(Err(e)) => match refusal_code(&e) {
+                Some(Err(e)) => match reauthentication.refusal_code(&e) {
                     Some(code) => {
                         return Err(cfg.brokers.refusal(code, consuming(&subscribed, &cfg.group_id)).into());
                     }

@@ -16,7 +16,7 @@ use super::{
     config::{Failpoint, FailpointAt, RuntimeConfig},
 };
 use crate::{
-    brokers::{Brokers, Refused, Refusing, Watch, refusal_code},
+    brokers::{Brokers, Reauthentication, Refused, Refusing, Watch, refusal_code},
     runtime::{
         HEARTBEAT_HEADER, clock::WRITER_HEADER, partitioner::partition_for_key, processor::OutputRecord,
     },
@@ -170,6 +170,8 @@ pub(crate) struct TxSession {
     /// The consumer group whose offsets the transactions commit.
     group: String,
     timeout: Duration,
+    /// Failed logins while running (a broker restarting).
+    reauthentication: std::sync::Mutex<Reauthentication>,
 }
 
 /// Why a transactional call failed, as a caller reports it.
@@ -224,6 +226,7 @@ impl TxSession {
             transactional_id: transactional_id.to_owned(),
             group: group.to_owned(),
             timeout: Duration::from_millis(timeout_ms),
+            reauthentication: Default::default(),
         };
         session
             .producer
@@ -255,7 +258,10 @@ impl TxSession {
         if let Some(topic) = self.watch.refused_delivery() {
             return Some(Refused::Topic { principal: self.brokers.principal(), operation: "write", topic });
         }
-        let code = refusal_code(e)?;
+        let code = match self.reauthentication.lock() {
+            Ok(mut r) => r.refusal_code(e)?,
+            Err(_) => refusal_code(e)?,
+        };
         let what = Refusing {
             doing,
             operation: "write",
