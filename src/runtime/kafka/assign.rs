@@ -159,13 +159,50 @@ fn wait_for_stable_offsets(
     // The broker aborts a transaction after its timeout, so this wait is bounded by it.
     let timeout = Duration::from_millis(cfg.transaction_timeout_ms.saturating_mul(2) + 30_000);
     let started = Instant::now();
-    let committed =
-        consumer.committed_offsets(tpl, timeout).map_err(kafka("waiting for stable committed offsets"))?;
+    let committed = retrying_coordinator_moves(timeout, |left| consumer.committed_offsets(tpl.clone(), left))
+        .map_err(kafka("waiting for stable committed offsets"))?;
     let waited_ms = started.elapsed().as_millis() as u64;
     if waited_ms > 1_000 {
         tracing::info!(?partitions, waited_ms, "waited for a pending transaction of the previous owner");
     }
     Ok(committed)
+}
+
+/// Calls `fetch` (an offset fetch given the time left) until it succeeds, fails otherwise
+/// than by the group coordinator moving or a broker being down, or `timeout` passes.
+///
+/// librdkafka hands an offset fetch's `NOT_COORDINATOR` back instead of asking the new
+/// coordinator: a broker restart stopped an instance with it in the broker-failure test.
+fn retrying_coordinator_moves<T>(
+    timeout: Duration,
+    mut fetch: impl FnMut(Duration) -> Result<T, KafkaError>,
+) -> Result<T, KafkaError> {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match fetch(left.max(Duration::from_millis(100))) {
+            Err(e)
+                if Instant::now() < deadline
+                    && e.rdkafka_error_code().is_some_and(|c| {
+                        matches!(
+                            c,
+                            C::NotCoordinator
+                                | C::CoordinatorNotAvailable
+                                | C::CoordinatorLoadInProgress
+                                | C::BrokerTransportFailure
+                                | C::AllBrokersDown
+                                | C::NetworkException
+                                | C::RequestTimedOut
+                        )
+                    }) =>
+            {
+                tracing::warn!(error = %e, "fetching committed offsets: the coordinator moved or is down; retrying");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Moves every assigned partition back to its committed offset (after an abort): what was
@@ -175,8 +212,8 @@ pub(crate) fn rewind<C: ConsumerContext, E>(
     consumer: &BaseConsumer<C>,
     err: impl Fn(&'static str, KafkaError) -> E,
 ) -> Result<TopicPartitionList, E> {
-    let committed =
-        consumer.committed(Duration::from_secs(30)).map_err(|e| err("reading committed offsets", e))?;
+    let committed = retrying_coordinator_moves(Duration::from_secs(30), |left| consumer.committed(left))
+        .map_err(|e| err("reading committed offsets", e))?;
     for e in committed.elements() {
         let offset = match e.offset() {
             Offset::Offset(o) => Offset::Offset(o),
@@ -364,4 +401,32 @@ pub(super) fn set_task_gauges<P: Processor>(
         });
     }
     stats.set_thread_task_gauges(thread, lowest, entries);
+}
+
+#[cfg(test)]
+mod tests {
+    use rdkafka::types::RDKafkaErrorCode as C;
+
+    use super::*;
+
+    #[test]
+    fn an_offset_fetch_is_retried_while_the_coordinator_moves() {
+        let mut calls = 0;
+        let got = retrying_coordinator_moves(Duration::from_secs(5), |_| {
+            calls += 1;
+            if calls < 3 { Err(KafkaError::MetadataFetch(C::NotCoordinator)) } else { Ok(calls) }
+        });
+        assert_eq!(got.unwrap(), 3);
+    }
+
+    #[test]
+    fn any_other_failure_of_an_offset_fetch_is_returned_at_once() {
+        let mut calls = 0;
+        let got: Result<(), _> = retrying_coordinator_moves(Duration::from_secs(5), |_| {
+            calls += 1;
+            Err(KafkaError::MetadataFetch(C::GroupAuthorizationFailed))
+        });
+        assert!(got.is_err());
+        assert_eq!(calls, 1);
+    }
 }
