@@ -8,11 +8,12 @@ pub mod cluster;
 pub mod fake_kube;
 pub mod k8s;
 pub mod outputs;
+pub mod previous_release;
 pub mod sample;
 
 use std::{
     io::Write,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::atomic::{AtomicU32, Ordering},
     time::{Duration, SystemTime, UNIX_EPOCH},
@@ -389,7 +390,32 @@ pub struct Stage {
 
 /// Whether every stage's group has committed every record of its inputs.
 pub fn all_committed(bootstrap: &str, stages: &[Stage]) -> Result<(), String> {
-    let mut behind = Vec::new();
+    let behind: Vec<String> = committed_positions(bootstrap, stages)?
+        .into_iter()
+        .filter(|p| p.committed != p.end)
+        .map(|p| format!("{} {}[{}]: {} of {}", p.group, p.topic, p.partition, p.committed, p.end))
+        .collect();
+    if behind.is_empty() { Ok(()) } else { Err(behind.join(", ")) }
+}
+
+/// Where a stage's group stands on one input partition.
+#[derive(Debug, Clone)]
+pub struct Position {
+    /// The group.
+    pub group: String,
+    /// The input topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The committed offset (0 when none).
+    pub committed: i64,
+    /// The high watermark.
+    pub end: i64,
+}
+
+/// Every stage's committed offset and end, per input partition.
+pub fn committed_positions(bootstrap: &str, stages: &[Stage]) -> Result<Vec<Position>, String> {
+    let mut positions = Vec::new();
     for s in stages {
         let c: rdkafka::consumer::BaseConsumer = client_config(bootstrap)
             .set("group.id", &s.group)
@@ -407,14 +433,16 @@ pub fn all_committed(bootstrap: &str, stages: &[Stage]) -> Result<(), String> {
         }
         let committed = c.committed_offsets(tpl, Duration::from_secs(5)).map_err(|e| e.to_string())?;
         for e in committed.elements() {
-            let at = if let Offset::Offset(o) = e.offset() { o } else { 0 };
-            let end = ends[&(e.topic().to_owned(), e.partition())];
-            if at != end {
-                behind.push(format!("{} {}[{}]: {at} of {end}", s.group, e.topic(), e.partition()));
-            }
+            positions.push(Position {
+                group: s.group.clone(),
+                topic: e.topic().to_owned(),
+                partition: e.partition(),
+                committed: if let Offset::Offset(o) = e.offset() { o } else { 0 },
+                end: ends[&(e.topic().to_owned(), e.partition())],
+            });
         }
     }
-    if behind.is_empty() { Ok(()) } else { Err(behind.join(", ")) }
+    Ok(positions)
 }
 
 /// Waits until every stage has committed its input ([`all_committed`]), failing the test
@@ -546,6 +574,21 @@ impl std::ops::DerefMut for KillOnDrop {
     }
 }
 
+impl KillOnDrop {
+    /// SIGTERM, then waits up to `secs` for the exit (failing the test after that).
+    pub fn terminate(&mut self, secs: u64) -> std::process::ExitStatus {
+        assert!(Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status().unwrap().success());
+        let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(std::time::Instant::now() < deadline, "still running {secs} s after SIGTERM");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -573,7 +616,12 @@ impl Processes {
 
     /// Starts instance `instance` (no registry) with `extra` arguments.
     pub fn start(&self, instance: &str, extra: &[&str]) -> KillOnDrop {
-        process_command(instance, &self.bootstrap)
+        self.start_binary(Path::new(env!("CARGO_BIN_EXE_kubefacts")), instance, extra)
+    }
+
+    /// [`Processes::start`] with another `kubefacts` binary (an earlier release).
+    pub fn start_binary(&self, binary: &Path, instance: &str, extra: &[&str]) -> KillOnDrop {
+        process_command_of(binary, instance, &self.bootstrap)
             .arg("--config")
             .arg(&self.config)
             .args(extra)
@@ -612,7 +660,12 @@ pub fn append_log(path: &std::path::Path) -> std::fs::File {
 /// `kubefacts process --create-topics` as instance `instance` on `bootstrap`, logging at
 /// info, stdout discarded; the caller adds the pipeline, stderr and the rest.
 pub fn process_command(instance: &str, bootstrap: &str) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_kubefacts"));
+    process_command_of(Path::new(env!("CARGO_BIN_EXE_kubefacts")), instance, bootstrap)
+}
+
+/// [`process_command`] with another `kubefacts` binary.
+pub fn process_command_of(binary: &Path, instance: &str, bootstrap: &str) -> Command {
+    let mut command = Command::new(binary);
     command
         .args(["process", "--create-topics", "--instance-id", instance, "--bootstrap", bootstrap])
         .env("RUST_LOG", "kubefacts=info")
