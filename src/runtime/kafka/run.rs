@@ -215,8 +215,12 @@ pub fn run_thread(
                     tracing::warn!(error = %e, "aborting the transaction; tasks restart from their changelogs");
                     match session.try_abort() {
                         Ok(()) => None,
-                        Err(e) if is_fatal(&e) => Some(e),
-                        Err(e) => return Err(session.judge(e, "abort").into()),
+                        // An abort that fails leaves the producer in no known state (one
+                        // conflicting with a commit still under way, say): recreate it.
+                        Err(e) => match session.refused(&e, "aborting a transaction") {
+                            Some(refused) => return Err(refused.into()),
+                            None => Some(e),
+                        },
                     }
                 };
                 if let Some(e) = failed {

@@ -1,7 +1,10 @@
 //! Transactions: the transactional producer, how its errors are judged, the records it
 //! sends and the commit of a transaction with the consumed offsets.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use rdkafka::{
     TopicPartitionList,
@@ -9,6 +12,7 @@ use rdkafka::{
     error::KafkaError,
     message::{Header, OwnedHeaders},
     producer::{BaseRecord, Producer, ThreadedProducer},
+    types::RDKafkaErrorCode,
 };
 
 use super::{
@@ -47,8 +51,50 @@ pub(crate) type TxProducer = ThreadedProducer<Watch>;
 pub(crate) fn is_fatal(e: &KafkaError) -> bool {
     match e {
         KafkaError::Transaction(t) => t.is_fatal(),
+        // A call that never returned ([`within`]): the producer is wedged.
+        KafkaError::Global(RDKafkaErrorCode::Fatal) => true,
         _ => false,
     }
+}
+
+/// How often a commit that failed retriably (timed out) is called again.
+const COMMIT_RETRIES: u32 = 3;
+
+/// How much longer than its own timeout a librdkafka call may take before [`within`] gives
+/// up on it.
+const WEDGED_AFTER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs `call` (a librdkafka call given `timeout`) on a thread of its own and waits for it
+/// at most `timeout` + [`WEDGED_AFTER_TIMEOUT`]; past that, the producer counts as failed
+/// fatally (`Local: Fatal error`) and the caller recreates it, leaving the call behind.
+///
+/// librdkafka 2.12's `send_offsets_to_transaction` waits for its coordinator request
+/// without a deadline, and the request can wait forever for a group coordinator that a
+/// broker restart took out of the metadata (confluentinc/librdkafka#5456, #5511): a
+/// rolling restart left both instances of the broker-failure test blocked in it for
+/// minutes. A new producer with the same transactional id fences the old one, so the
+/// abandoned call can only fail; the old producer is freed when it does.
+fn within<T: Send + 'static>(
+    what: &'static str,
+    timeout: Duration,
+    call: impl FnOnce(Duration) -> Result<T, KafkaError> + Send + 'static,
+) -> Result<T, KafkaError> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name(what.to_owned())
+        .spawn(move || {
+            let _ = tx.send(call(timeout));
+        })
+        .map_err(|_| KafkaError::Global(RDKafkaErrorCode::Fatal))?;
+    let waited = timeout + WEDGED_AFTER_TIMEOUT;
+    rx.recv_timeout(waited).unwrap_or_else(|_| {
+        tracing::error!(
+            call = what,
+            ?waited,
+            "librdkafka did not return: the producer is wedged; recreating it"
+        );
+        Err(KafkaError::Global(RDKafkaErrorCode::Fatal))
+    })
 }
 
 /// How often a stream thread recreates its transactional producer after a fatal error:
@@ -163,7 +209,7 @@ pub(crate) fn send(
 /// cleaner) begins, commits and aborts. Exactly-once v2 (KIP-447): the offsets go with the
 /// consuming member's group metadata, so a member that left the group cannot commit.
 pub(crate) struct TxSession {
-    producer: TxProducer,
+    producer: Arc<TxProducer>,
     watch: Watch,
     brokers: Brokers,
     transactional_id: String,
@@ -220,7 +266,7 @@ impl TxSession {
         let producer = transactional_producer(brokers, transactional_id, timeout_ms, watch.clone())
             .map_err(|source| TxError::Kafka { context: "creating the transactional producer", source })?;
         let session = Self {
-            producer,
+            producer: Arc::new(producer),
             watch,
             brokers: brokers.clone(),
             transactional_id: transactional_id.to_owned(),
@@ -301,10 +347,25 @@ impl TxSession {
         }
         let delivered = started.elapsed();
         Failpoint::pause_if(failpoint, FailpointAt::BeforeOffsets, transaction);
-        self.producer.send_offsets_to_transaction(offsets, &group, self.timeout)?;
+        let (producer, offsets) = (Arc::clone(&self.producer), offsets.clone());
+        within("send_offsets_to_transaction", self.timeout, move |timeout| {
+            producer.send_offsets_to_transaction(&offsets, &group, timeout)
+        })?;
         let offsets_sent = started.elapsed();
         Failpoint::pause_if(failpoint, FailpointAt::BeforeCommit, transaction);
-        self.producer.commit_transaction(self.timeout)?;
+        // librdkafka says a commit that timed out is to be called again, not aborted: the
+        // commit is under way and an abort now conflicts with it (a slow coordinator under
+        // broker failures). A few more calls, then the caller aborts or recreates.
+        let mut again = 0;
+        while let Err(e) = self.producer.commit_transaction(self.timeout) {
+            match &e {
+                KafkaError::Transaction(t) if t.is_retriable() && again < COMMIT_RETRIES => {
+                    again += 1;
+                    tracing::warn!(error = %e, again, "committing the transaction again");
+                }
+                _ => return Err(e),
+            }
+        }
         // Where a commit's time goes (the broker's share of a transaction's latency).
         tracing::debug!(
             transaction,
@@ -331,6 +392,32 @@ impl TxSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_that_returns_in_time_gives_its_result() {
+        let got = within("quick", Duration::from_millis(50), |timeout| Ok(timeout.as_millis()));
+        assert_eq!(got.unwrap(), 50);
+        let failed: Result<(), _> =
+            within("failing", Duration::ZERO, |_| Err(KafkaError::Global(RDKafkaErrorCode::Fenced)));
+        assert!(!is_fatal(&failed.unwrap_err()), "its own error, not a wedge");
+    }
+
+    #[test]
+    fn a_call_that_never_returns_counts_as_a_fatal_producer_error() {
+        let started = Instant::now();
+        // WEDGED_AFTER_TIMEOUT (10 s) on top of the timeout: the call blocks far longer.
+        let got: Result<(), _> = within("stuck", Duration::ZERO, |_| {
+            std::thread::sleep(Duration::from_secs(60));
+            Ok(())
+        });
+        let e = got.unwrap_err();
+        assert!(is_fatal(&e), "{e}");
+        let waited = started.elapsed();
+        assert!(
+            waited >= WEDGED_AFTER_TIMEOUT && waited < WEDGED_AFTER_TIMEOUT + Duration::from_secs(5),
+            "{waited:?}"
+        );
+    }
 
     #[test]
     fn a_few_recreations_are_allowed_then_none_within_the_window() {
