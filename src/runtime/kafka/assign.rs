@@ -157,7 +157,8 @@ fn wait_for_stable_offsets(
         }
     }
     // The broker aborts a transaction after its timeout, so this wait is bounded by it.
-    let timeout = Duration::from_millis(cfg.transaction_timeout_ms.saturating_mul(2) + 30_000);
+    // A coordinator that moves meanwhile adds its own wait: another 30 s.
+    let timeout = Duration::from_millis(cfg.transaction_timeout_ms.saturating_mul(2) + 60_000);
     let started = Instant::now();
     let committed = retrying_coordinator_moves(timeout, |left| consumer.committed_offsets(tpl.clone(), left))
         .map_err(kafka("waiting for stable committed offsets"))?;
@@ -168,11 +169,17 @@ fn wait_for_stable_offsets(
     Ok(committed)
 }
 
-/// Calls `fetch` (an offset fetch given the time left) until it succeeds, fails otherwise
-/// than by the group coordinator moving or a broker being down, or `timeout` passes.
+/// Longest single offset fetch of [`retrying_coordinator_moves`]: a fetch that timed out is
+/// asked again, from scratch, until the caller's deadline.
+const OFFSET_FETCH_TRY: Duration = Duration::from_secs(15);
+
+/// Calls `fetch` (an offset fetch given its time, at most [`OFFSET_FETCH_TRY`]) until it
+/// succeeds, fails otherwise than by the group coordinator moving, a broker being down or
+/// a timeout, or `timeout` passes.
 ///
 /// librdkafka hands an offset fetch's `NOT_COORDINATOR` back instead of asking the new
-/// coordinator: a broker restart stopped an instance with it in the broker-failure test.
+/// coordinator, and one fetch can wait out its whole timeout on a coordinator that went
+/// away: broker restarts stopped instances with both in the broker-failure test.
 fn retrying_coordinator_moves<T>(
     timeout: Duration,
     mut fetch: impl FnMut(Duration) -> Result<T, KafkaError>,
@@ -181,7 +188,7 @@ fn retrying_coordinator_moves<T>(
     let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        match fetch(left.max(Duration::from_millis(100))) {
+        match fetch(left.clamp(Duration::from_millis(100), OFFSET_FETCH_TRY)) {
             Err(e)
                 if Instant::now() < deadline
                     && e.rdkafka_error_code().is_some_and(|c| {
@@ -194,6 +201,7 @@ fn retrying_coordinator_moves<T>(
                                 | C::AllBrokersDown
                                 | C::NetworkException
                                 | C::RequestTimedOut
+                                | C::OperationTimedOut
                         )
                     }) =>
             {
@@ -417,6 +425,18 @@ mod tests {
             if calls < 3 { Err(KafkaError::MetadataFetch(C::NotCoordinator)) } else { Ok(calls) }
         });
         assert_eq!(got.unwrap(), 3);
+    }
+
+    #[test]
+    fn a_timed_out_offset_fetch_is_asked_again_in_tries_of_bounded_length() {
+        let mut tries = Vec::new();
+        let got = retrying_coordinator_moves(Duration::from_secs(120), |given| {
+            tries.push(given);
+            if tries.len() < 2 { Err(KafkaError::MetadataFetch(C::OperationTimedOut)) } else { Ok(()) }
+        });
+        assert!(got.is_ok());
+        assert_eq!(tries.len(), 2);
+        assert!(tries.iter().all(|t| *t <= OFFSET_FETCH_TRY), "{tries:?}");
     }
 
     #[test]
