@@ -31,6 +31,7 @@ pub mod coverage;
 pub mod facts;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod health;
 pub mod http;
 pub mod journal;
 pub mod metrics;

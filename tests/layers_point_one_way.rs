@@ -19,7 +19,7 @@ use std::{
 const LAYERS: &[&[&str]] = &[
     // HTTP clients and the TLS crypto provider, shared by everything that speaks HTTP; the
     // Kubernetes object builders of the tests.
-    &["http", "fixtures", "brokers"],
+    &["http", "fixtures", "brokers", "health"],
     // Avro and telemetry know nothing of Kubernetes or of the runtime.
     &["codec", "telemetry"],
     // The exactly-once runtime: processors, stores, tasks, drivers. No domain type.

@@ -30,6 +30,7 @@ use crate::{
     brokers::{Reauthentication, Refused, Refusing},
     codec::Codec,
     coverage::CoverageAlert,
+    health::{Condition, Heartbeat},
     runtime::kafka::QuietEof,
 };
 use rdkafka::types::RDKafkaErrorCode;
@@ -64,6 +65,10 @@ pub struct AlertsRun {
     pub max_backoff: Duration,
     /// Timeout of one POST.
     pub request_timeout: Duration,
+    /// Beaten once per turn of the forwarding loop (`/healthz`).
+    pub heartbeat: Heartbeat,
+    /// Met once the topic has been read to its end (`/readyz`).
+    pub ready: std::sync::Arc<Condition>,
 }
 
 impl AlertsRun {
@@ -117,7 +122,9 @@ pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>)
         match consumer(run) {
             Ok(c) => break c,
             Err(AlertsError::MissingTopic { .. }) => {
+                run.heartbeat.beat();
                 if !waiting {
+                    run.ready.waiting(format!("{} does not exist yet ([coverage] creates it)", run.topic));
                     tracing::warn!(topic = %run.topic, "the topic does not exist yet ([coverage] creates it); waiting");
                     eprintln!("alerts: waiting for {} to exist (is [coverage] running?)", run.topic);
                     waiting = true;
@@ -139,7 +146,9 @@ pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>)
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let (mut records, mut undecodable) = (0u64, 0u64);
     let mut reauthentication = Reauthentication::default();
+    run.ready.waiting(format!("reading {} up to its end", run.topic));
     loop {
+        run.heartbeat.beat();
         tokio::select! {
             () = &mut stop => break,
             msg = consumer.recv() => match msg {
@@ -149,6 +158,7 @@ pub async fn run(run: &AlertsRun, codec: &Codec, stop: impl Future<Output = ()>)
                 }
                 Err(KafkaError::PartitionEOF(p)) => {
                     if at_end.insert(p) && at_end.len() == partitions {
+                        run.ready.met();
                         let (subjects, firing) = (forwarder.subjects(), forwarder.firing());
                         tracing::info!(records, undecodable, subjects, firing, "caught up");
                         eprintln!("alerts: read {records} records: {subjects} subjects, {firing} firing");
@@ -338,6 +348,8 @@ mod tests {
             },
             max_backoff: Duration::from_secs(1),
             request_timeout: Duration::from_secs(1),
+            heartbeat: Heartbeat::detached(),
+            ready: crate::health::Health::default().condition("alerts", "test"),
         }
     }
 

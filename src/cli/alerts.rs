@@ -1,12 +1,16 @@
 //! `kubefacts alerts`: forward the coverage alerts of `[coverage]` to Alertmanager
 //! ([`kubefacts::alerts`], `docs/ALERTS.md`).
 
-use std::{path::PathBuf, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::{Context, bail};
 use clap::Args;
 
-use kubefacts::alerts::{AlertsRun, ForwarderConfig, shell};
+use kubefacts::{
+    alerts::{AlertsRun, ForwarderConfig, shell},
+    health::DEFAULT_STALL_LIMIT,
+    metrics::{Metrics, MetricsServer},
+};
 
 /// Arguments of `kubefacts alerts`.
 #[derive(Debug, Args)]
@@ -35,6 +39,10 @@ pub struct AlertsArgs {
     /// `generatorURL` of every alert (a dashboard, a runbook); none by default.
     #[arg(long)]
     pub generator_url: Option<String>,
+    /// Address (`host:port`) of `/healthz`, `/readyz` and `/metrics` (docs/METRICS.md,
+    /// "Health"); none by default.
+    #[arg(long, env = "KUBEFACTS_METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
     /// Kafka and the schema registry.
     #[command(flatten)]
     pub kafka: super::KafkaArgs,
@@ -52,6 +60,7 @@ pub(super) async fn run(args: AlertsArgs) -> anyhow::Result<()> {
         bail!("--max-backoff-secs and --request-timeout-secs must be at least 1");
     }
     let topics = &pipeline.topics;
+    let metrics = Metrics::new();
     let run = AlertsRun {
         brokers: args.kafka.brokers(&pipeline.kafka)?,
         topic: args.topic.clone().unwrap_or_else(|| topics.full(&topics.coverage_alerts)),
@@ -65,7 +74,18 @@ pub(super) async fn run(args: AlertsArgs) -> anyhow::Result<()> {
         },
         max_backoff: Duration::from_secs(args.max_backoff_secs),
         request_timeout: Duration::from_secs(args.request_timeout_secs),
+        heartbeat: metrics.health().heartbeat("alerts", DEFAULT_STALL_LIMIT),
+        ready: metrics.health().condition("alerts", "not reading the topic yet"),
     };
+    let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(addr) = &args.metrics_addr {
+        let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
+        let server = MetricsServer::bind(addr).await?;
+        tracing::info!(addr = %server.local_addr(), "serving /healthz, /readyz and /metrics");
+        tokio::spawn(server.serve(Arc::new(metrics), async {
+            let _ = metrics_stopped.await;
+        }));
+    }
     let endpoint = run.endpoint()?;
     let codec = args.kafka.codec()?;
     eprintln!(
@@ -79,5 +99,7 @@ pub(super) async fn run(args: AlertsArgs) -> anyhow::Result<()> {
             _ = tokio::signal::ctrl_c() => {}
         }
     };
-    shell::run(&run, &codec, stop).await.with_context(|| format!("alerts from {}", run.topic))
+    let result = shell::run(&run, &codec, stop).await.with_context(|| format!("alerts from {}", run.topic));
+    let _ = stop_metrics.send(());
+    result
 }

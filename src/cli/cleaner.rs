@@ -16,6 +16,7 @@ use clap::Args;
 
 use kubefacts::{
     cleanup::cleaner::shell::{self, CleanerRun},
+    health::DEFAULT_STALL_LIMIT,
     metrics::{Metrics, MetricsServer},
     runtime::{
         kafka::RuntimeStats,
@@ -74,6 +75,7 @@ pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
         anyhow::bail!("--max-deletes-per-sec (cleaner.{key}): {why}");
     }
     let topics = &pipeline.topics;
+    let metrics = Metrics::new();
     let run = CleanerRun {
         brokers: args.kafka.brokers(&pipeline.kafka)?,
         application_id: args
@@ -88,13 +90,14 @@ pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
         transaction_timeout_ms: pipeline.process.transaction_timeout_ms,
         session_timeout_ms: pipeline.process.session_timeout_ms,
         cleaner: pipeline.cleaner.clone(),
+        heartbeat: metrics.health().heartbeat("cleaner", DEFAULT_STALL_LIMIT),
+        ready: metrics.health().condition("cleaner", "not polling its consumer group yet"),
     };
     let partitions = args.partitions.unwrap_or(pipeline.process.partitions);
     prepare_topics(&run, &pipeline.topics, args.create_topics, partitions).await?;
 
     let client = cleaner_client(super::kube_config(args.kubeconfig.as_deref()).await?, &run)?;
 
-    let metrics = Metrics::new();
     let stats = metrics.stage(shell::STAGE);
     let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(addr) = args.metrics_addr.as_ref().or(pipeline.process.metrics_addr.as_ref()) {

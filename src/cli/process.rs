@@ -22,6 +22,7 @@ use tokio::task::JoinSet;
 use kubefacts::pipeline::Stage as StageDef;
 use kubefacts::{
     config::{ProcessConfig, StageConfig},
+    health::{DEFAULT_STALL_LIMIT, Heartbeat},
     metrics::{Metrics, MetricsServer},
     runtime::{
         kafka::{RuntimeConfig, RuntimeStats, run_thread},
@@ -168,6 +169,9 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
     }
 
     let stop = Arc::new(AtomicBool::new(false));
+    let heartbeats: Vec<Heartbeat> = (0..settings.num_stream_threads)
+        .map(|t| metrics.health().heartbeat(&format!("stream thread {t}"), DEFAULT_STALL_LIMIT))
+        .collect();
     let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(addr) = &settings.metrics_addr {
         let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
@@ -182,11 +186,16 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
     let handle = tokio::runtime::Handle::current();
     // Every stream thread hosts tasks of every stage; the group decides which.
     let mut workers = JoinSet::new();
-    for thread in 0..settings.num_stream_threads {
+    for (thread, heartbeat) in heartbeats.iter().enumerate() {
         let (stop, codec, handle, pipeline) =
             (Arc::clone(&stop), Arc::clone(&codec), handle.clone(), pipeline.clone());
-        let stages: Vec<(&'static StageDef, RuntimeConfig, Arc<RuntimeStats>)> =
-            resolved.iter().map(|s| (s.processor, s.runtime.clone(), Arc::clone(&s.stats))).collect();
+        let stages: Vec<(&'static StageDef, RuntimeConfig, Arc<RuntimeStats>)> = resolved
+            .iter()
+            .map(|s| {
+                let runtime = RuntimeConfig { heartbeat: heartbeat.clone(), ..s.runtime.clone() };
+                (s.processor, runtime, Arc::clone(&s.stats))
+            })
+            .collect();
         workers.spawn_blocking(move || {
             let hosted: Result<Vec<_>, _> = stages
                 .iter()

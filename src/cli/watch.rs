@@ -10,7 +10,7 @@ use clap::Args;
 use kubefacts::{
     metrics::{Metrics, MetricsServer},
     observe::{Observer, model::Source},
-    watch::{Publisher, WatchStats, watcher},
+    watch::{Publisher, WatchStats, WatcherHealth, watcher},
 };
 
 /// Arguments of `kubefacts watch`.
@@ -46,12 +46,13 @@ pub(super) async fn run(args: WatchArgs) -> anyhow::Result<()> {
     args.topics.ensure(&brokers, &config.topics).await?;
     let codec = args.kafka.codec()?;
     let mut publisher = Publisher::connect(&brokers, &codec, &config.topics).await?;
-    let stats = Arc::new(WatchStats::default());
+    let mut metrics = Metrics::new();
+    let stats =
+        Arc::new(WatchStats { health: WatcherHealth::new(metrics.health()), ..WatchStats::default() });
 
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     if let Some(addr) = &args.metrics_addr {
         let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
-        let mut metrics = Metrics::new();
         metrics.add_watcher(Arc::clone(&stats));
         let server = MetricsServer::bind(addr).await?;
         tracing::info!(addr = %server.local_addr(), "serving /metrics");

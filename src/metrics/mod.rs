@@ -58,6 +58,7 @@ use tokio::{
 };
 
 use crate::{
+    health::{HEALTH_PATH, Health},
     observe::{Kind, admission::Step},
     runtime::kafka::{RuntimeStats, StageFamilies, TaskGauges},
     watch::WatchStats,
@@ -105,6 +106,7 @@ pub struct Metrics {
     registry: Registry,
     stages: Arc<StageCollector>,
     watcher: Arc<WatchCollector>,
+    health: Arc<Health>,
 }
 
 impl Default for Metrics {
@@ -122,7 +124,12 @@ impl Metrics {
         let mut registry = Registry::with_prefix("kubefacts");
         registry.register_collector(Box::new(Arc::clone(&stages)));
         registry.register_collector(Box::new(Arc::clone(&watcher)));
-        Self { registry, stages, watcher }
+        Self { registry, stages, watcher, health: Arc::default() }
+    }
+
+    /// The process's heartbeats and readiness conditions (`/healthz`, `/readyz`).
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
     }
 
     /// New stats for `stage`, exported under `stage="<stage>"`: its counters are series of
@@ -148,13 +155,16 @@ impl Metrics {
         *self.watcher.stats.write().unwrap_or_else(PoisonError::into_inner) = Some(stats);
     }
 
-    /// Why the process is not ready, if it is not: a stage restoring its state or waiting
-    /// for the schema registry.
+    /// Why the process is not ready, if it is not: a condition of its shell not met (not
+    /// connected yet, standing by unknown), a stage restoring its state or waiting for the
+    /// schema registry.
     pub fn not_ready(&self) -> Option<String> {
         let stages = self.stages.stages.read().unwrap_or_else(PoisonError::into_inner);
-        let why: Vec<String> = stages
-            .iter()
-            .filter_map(|s| {
+        let why: Vec<String> = self
+            .health
+            .waiting()
+            .into_iter()
+            .chain(stages.iter().filter_map(|s| {
                 if load(&s.retrying) > 0 {
                     Some(format!("stage {} waits for the schema registry", s.stage()))
                 } else if load(&s.restoring_tasks) > 0 {
@@ -162,7 +172,7 @@ impl Metrics {
                 } else {
                     None
                 }
-            })
+            }))
             .collect();
         (!why.is_empty()).then(|| why.join("; "))
     }
@@ -495,6 +505,12 @@ async fn connection(stream: TcpStream, metrics: Arc<Metrics>, mut stop: watch::R
 }
 
 fn respond(metrics: &Metrics, method: &Method, path: &str) -> Response<Full<Bytes>> {
+    if path == HEALTH_PATH {
+        return match metrics.health.stalled() {
+            None => text(StatusCode::OK, "alive\n".to_owned()),
+            Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("stalled: {why}\n")),
+        };
+    }
     if path == READY_PATH {
         return match metrics.not_ready() {
             None => text(StatusCode::OK, "ready\n".to_owned()),
@@ -504,7 +520,7 @@ fn respond(metrics: &Metrics, method: &Method, path: &str) -> Response<Full<Byte
     if path != METRICS_PATH {
         return text(
             StatusCode::NOT_FOUND,
-            "not found: metrics are at /metrics, readiness at /readyz\n".to_owned(),
+            "not found: metrics are at /metrics, liveness at /healthz, readiness at /readyz\n".to_owned(),
         );
     }
     if method != Method::GET {

@@ -464,3 +464,45 @@ async fn bind_failure_names_the_address() {
     assert!(matches!(error, MetricsError::Bind { .. }));
     assert!(error.to_string().contains(&addr.to_string()), "{error}");
 }
+
+#[tokio::test]
+async fn healthz_fails_while_a_loop_is_stalled_and_readyz_names_what_it_waits_for() {
+    let metrics = Metrics::new();
+    let health = Arc::clone(metrics.health());
+    let stalling = health.heartbeat("stream thread 0", Duration::from_secs(1));
+    let turning = health.heartbeat("stream thread 1", Duration::from_secs(60));
+    let condition = health.condition("cleaner", "not polling its consumer group yet");
+    let server = MetricsServer::bind("127.0.0.1:0".parse().expect("addr")).await.expect("bind");
+    let base = format!("http://{}", server.local_addr());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(server.serve(Arc::new(metrics), async {
+        let _ = rx.await;
+    }));
+    let client = crate::http::client_builder().build().unwrap();
+    let get = |path: &str| {
+        let request = client.get(format!("{base}{path}"));
+        async move {
+            let response = request.send().await.expect("GET");
+            (response.status().as_u16(), response.text().await.expect("body"))
+        }
+    };
+
+    assert_eq!(get("/healthz").await, (200, "alive\n".to_owned()));
+    assert_eq!(
+        get("/readyz").await,
+        (503, "not ready: cleaner: not polling its consumer group yet\n".to_owned())
+    );
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    turning.beat();
+    let (status, body) = get("/healthz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.starts_with("stalled: stream thread 0 has not turned for"), "{body}");
+    assert!(!body.contains("stream thread 1"), "{body}");
+    stalling.beat();
+    assert_eq!(get("/healthz").await.0, 200);
+    condition.met();
+    assert_eq!(get("/readyz").await, (200, "ready\n".to_owned()));
+
+    tx.send(()).expect("server running");
+    tokio::time::timeout(Duration::from_secs(2), task).await.expect("serve returned").expect("no panic");
+}

@@ -29,6 +29,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio::sync::watch;
 
+use super::stats::WatcherHealth;
+
 /// Annotation on the Lease holding the last snapshot epoch published.
 pub const EPOCH_ANNOTATION: &str = "kubefacts.io/epoch";
 
@@ -119,12 +121,21 @@ pub async fn run(
     tx: watch::Sender<Leadership>,
     epoch: watch::Receiver<i64>,
     mut stop: watch::Receiver<bool>,
+    health: WatcherHealth,
 ) {
     let mut seen: Option<(String, Instant)> = None; // (resourceVersion, first seen locally)
     let period = Duration::from_secs(cfg.retry_period_secs.max(1));
     loop {
+        health.election.beat();
         let latest = *epoch.borrow();
         let round = elect(&api, &cfg, &identity, &mut seen, latest).await;
+        match &round {
+            Ok(_) => health.ready.met(),
+            Err(e) if !matches!(&*tx.borrow(), Leadership::Leader { .. }) => {
+                health.ready.waiting(format!("leader election failing: {e}"));
+            }
+            Err(_) => {}
+        }
         let now = Instant::now();
         let next = match round {
             Ok(Some(floor)) => {

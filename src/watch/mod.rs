@@ -13,4 +13,4 @@ pub mod stats;
 pub mod watcher;
 
 pub use publish::{PublishCounts, PublishError, Publisher};
-pub use stats::{KindLabels, SecondsCounter, WatchStats};
+pub use stats::{KindLabels, SecondsCounter, WatchStats, WatcherHealth};

@@ -3,7 +3,7 @@
 //! these very handles, so nothing is copied at scrape time.
 
 use std::sync::{
-    Mutex, PoisonError,
+    Arc, Mutex, PoisonError,
     atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
@@ -12,7 +12,43 @@ use prometheus_client::{
     metrics::{counter::Counter, family::Family},
 };
 
-use crate::{observe::AdmissionCounts, trace::KubeObject};
+use crate::{
+    health::{Condition, DEFAULT_STALL_LIMIT, Health, Heartbeat},
+    observe::AdmissionCounts,
+    trace::KubeObject,
+};
+
+/// What the watcher reports to `/healthz` and `/readyz`.
+#[derive(Debug, Clone)]
+pub struct WatcherHealth {
+    /// Beaten once per leader-election round (every `retry_period_secs`).
+    pub election: Heartbeat,
+    /// Beaten once per turn of a term's publishing loop (at least every 100 ms while
+    /// leading); not watched between terms.
+    pub publishing: Heartbeat,
+    /// Met once an election round has decided whether this process leads or stands by.
+    pub ready: Arc<Condition>,
+}
+
+impl WatcherHealth {
+    /// Heartbeats and a condition registered with `health`.
+    pub fn new(health: &Health) -> Self {
+        let publishing = health.heartbeat("publishing", DEFAULT_STALL_LIMIT);
+        publishing.retire();
+        Self {
+            election: health.heartbeat("leader election", DEFAULT_STALL_LIMIT),
+            publishing,
+            ready: health.condition("watcher", "no leader election round has finished yet"),
+        }
+    }
+}
+
+impl Default for WatcherHealth {
+    /// Registered nowhere: nothing serves `/healthz`.
+    fn default() -> Self {
+        Self::new(&Health::default())
+    }
+}
 
 /// The label set of the per-kind families. Kinds are `&'static str`: bounded, and a
 /// lookup allocates nothing.
@@ -50,6 +86,8 @@ pub struct WatchStats {
     /// Sum of send-to-acknowledgement latencies, in seconds (divided by `acked_records`
     /// it is the mean publish latency).
     pub ack_latency: SecondsCounter,
+    /// Liveness and readiness (`/healthz`, `/readyz`).
+    pub health: WatcherHealth,
 }
 
 impl Default for WatchStats {
@@ -64,6 +102,7 @@ impl Default for WatchStats {
             heartbeats: Counter::default(),
             acked_records: Counter::default(),
             ack_latency: SecondsCounter::default(),
+            health: WatcherHealth::default(),
         };
         // Every expected kind has a series at 0 before its first event.
         for kind in KubeObject::KINDS {

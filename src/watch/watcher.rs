@@ -173,6 +173,7 @@ pub async fn run(
         leader_tx,
         epoch_rx,
         stop.clone(),
+        stats.health.clone(),
     ));
     // Admission counts of earlier terms: the exported counters only ever grow.
     let mut counted = AdmissionCounts::default();
@@ -264,6 +265,7 @@ async fn lead(
     let mut reap = tokio::time::interval(Duration::from_millis(REAP_INTERVAL_MS));
     reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let outcome = loop {
+        stats.health.publishing.beat();
         let entry = tokio::select! {
             _ = reap.tick() => {
                 publisher.reap()?;
@@ -313,6 +315,8 @@ async fn lead(
         let counts = publisher.counts();
         stats.set_publisher_totals(counts.records, counts.acked, counts.ack_latency_us);
     };
+    // Between terms nothing publishes: a standby is not stalled.
+    stats.health.publishing.retire();
     groups.shutdown().await;
     *counted = counted.plus(observer.admission());
     outcome

@@ -33,6 +33,10 @@ pub struct CleanerRun {
     pub session_timeout_ms: u64,
     /// `[cleaner]`.
     pub cleaner: CleanerConfig,
+    /// Beaten once per turn of the cleaner's loop (`/healthz`).
+    pub heartbeat: crate::health::Heartbeat,
+    /// Met once the cleaner has polled its group's decisions (`/readyz`).
+    pub ready: std::sync::Arc<crate::health::Condition>,
 }
 
 impl CleanerRun {

@@ -142,6 +142,7 @@ pub fn run_blocking(
     let mut lag_checked: Option<Instant> = None;
     let mut reauthentication = Reauthentication::default();
     while !stop.load(Ordering::Relaxed) {
+        run.heartbeat.beat();
         if lag_checked.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
             lag_checked = Some(Instant::now());
             if let Some(lag) = lag(&consumer, &metadata_client) {
@@ -156,6 +157,7 @@ pub fn run_blocking(
             &mut reauthentication,
             cfg.max_decisions_per_transaction as usize,
         )?;
+        run.ready.met();
         if pending.is_empty() {
             continue;
         }

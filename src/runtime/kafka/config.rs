@@ -1,7 +1,7 @@
 //! How one runtime instance runs: [`RuntimeConfig`], and the [`Failpoint`] of tests of lost
 //! assignments.
 
-use crate::{brokers::Brokers, runtime::admit::InputRules};
+use crate::{brokers::Brokers, health::Heartbeat, runtime::admit::InputRules};
 
 /// How one runtime instance runs.
 #[derive(Debug, Clone)]
@@ -48,6 +48,9 @@ pub struct RuntimeConfig {
     /// A deliberate pause, for tests of lost assignments only; it pauses nothing in a build
     /// without the `failpoints` feature.
     pub failpoint: Option<Failpoint>,
+    /// What the stream thread running this stage beats once per turn of its loop and of a
+    /// restore (`/healthz`); detached unless the shell serves one.
+    pub heartbeat: Heartbeat,
 }
 
 /// How one stream thread runs: its consumer in the application's group and its
@@ -74,6 +77,8 @@ pub struct ThreadConfig {
     pub session_timeout_ms: u64,
     /// A deliberate pause, for tests of lost assignments only.
     pub failpoint: Option<Failpoint>,
+    /// Beaten once per turn of the thread's loop (`/healthz`).
+    pub heartbeat: Heartbeat,
 }
 
 /// Where a [`Failpoint`] pauses the process.
@@ -157,6 +162,7 @@ impl RuntimeConfig {
             transaction_timeout_ms: 10_000,
             session_timeout_ms: 10_000,
             failpoint: None,
+            heartbeat: Heartbeat::detached(),
         }
     }
 
@@ -206,6 +212,7 @@ impl RuntimeConfig {
             transaction_timeout_ms: self.transaction_timeout_ms,
             session_timeout_ms: self.session_timeout_ms,
             failpoint: self.failpoint,
+            heartbeat: self.heartbeat.clone(),
         }
     }
 

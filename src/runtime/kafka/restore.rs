@@ -94,6 +94,7 @@ pub(super) fn restore(
     let mut progress = Instant::now();
     let mut reauthentication = crate::brokers::Reauthentication::default();
     while reading.iter().any(|(_, _, _, pending)| !pending.is_empty()) {
+        cfg.heartbeat.beat();
         let mut idle = true;
         for (topic, consumer, dests, pending) in &mut reading {
             // A consumer's queue is drained before the next one is looked at; an empty one

@@ -93,6 +93,7 @@ pub fn run_thread(
     let mut reauthentication = Reauthentication::default();
     let mut transactions = 0u64;
     while !stop.load(Ordering::Relaxed) {
+        cfg.heartbeat.beat();
         if lag_checked.elapsed() >= Duration::from_secs(5) {
             lag_checked = Instant::now();
             if let Some(lag) = lag(&consumer, &watermarks) {
