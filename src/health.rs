@@ -23,9 +23,10 @@ use std::{
 pub const HEALTH_PATH: &str = "/healthz";
 
 /// How long a loop may go without turning before `/healthz` fails, unless its verb sets
-/// another: longer than the longest bounded wait of any loop (a stream thread waits up to
-/// twice the transaction timeout plus 30 s for a previous owner's transaction, 150 s with
-/// the defaults).
+/// another: longer than the longest bounded wait of any loop with the default settings (a
+/// stream thread waits up to twice the transaction timeout plus 60 s for a previous
+/// owner's transaction, 80 s; `process` raises it to eight transaction timeouts when
+/// that is longer).
 pub const DEFAULT_STALL_LIMIT: Duration = Duration::from_secs(300);
 
 /// One loop's heartbeat (cheap to clone: clones beat the same loop).

@@ -169,8 +169,12 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
     }
 
     let stop = Arc::new(AtomicBool::new(false));
+    // A turn's longest bounded wait is a commit: deliveries, offsets and up to four commit
+    // calls, each up to the transaction timeout (docs/METRICS.md, "Health").
+    let stall_limit =
+        DEFAULT_STALL_LIMIT.max(Duration::from_millis(settings.transaction_timeout_ms.saturating_mul(8)));
     let heartbeats: Vec<Heartbeat> = (0..settings.num_stream_threads)
-        .map(|t| metrics.health().heartbeat(&format!("stream thread {t}"), DEFAULT_STALL_LIMIT))
+        .map(|t| metrics.health().heartbeat(&format!("stream thread {t}"), stall_limit))
         .collect();
     let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(addr) = &settings.metrics_addr {
