@@ -1,7 +1,7 @@
 //! `kubefacts alerts`: forward the coverage alerts of `[coverage]` to Alertmanager
 //! ([`kubefacts::alerts`], `docs/ALERTS.md`).
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -9,7 +9,7 @@ use clap::Args;
 use kubefacts::{
     alerts::{AlertsRun, ForwarderConfig, shell},
     health::DEFAULT_STALL_LIMIT,
-    metrics::{Metrics, MetricsServer},
+    metrics::Metrics,
 };
 
 /// Arguments of `kubefacts alerts`.
@@ -77,15 +77,7 @@ pub(super) async fn run(args: AlertsArgs) -> anyhow::Result<()> {
         heartbeat: metrics.health().heartbeat("alerts", DEFAULT_STALL_LIMIT),
         ready: metrics.health().condition("alerts", "not reading the topic yet"),
     };
-    let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
-    if let Some(addr) = &args.metrics_addr {
-        let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
-        let server = MetricsServer::bind(addr).await?;
-        tracing::info!(addr = %server.local_addr(), "serving /healthz, /readyz and /metrics");
-        tokio::spawn(server.serve(Arc::new(metrics), async {
-            let _ = metrics_stopped.await;
-        }));
-    }
+    let stop_metrics = super::serve_metrics(args.metrics_addr.as_ref(), metrics).await?;
     let endpoint = run.endpoint()?;
     let codec = args.kafka.codec()?;
     eprintln!(

@@ -17,7 +17,7 @@ use clap::Args;
 use kubefacts::{
     cleanup::cleaner::shell::{self, CleanerRun},
     health::DEFAULT_STALL_LIMIT,
-    metrics::{Metrics, MetricsServer},
+    metrics::Metrics,
     runtime::{
         kafka::RuntimeStats,
         topics::{TopicSpec, ensure_topics},
@@ -99,15 +99,9 @@ pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
     let client = cleaner_client(super::kube_config(args.kubeconfig.as_deref()).await?, &run)?;
 
     let stats = metrics.stage(shell::STAGE);
-    let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
-    if let Some(addr) = args.metrics_addr.as_ref().or(pipeline.process.metrics_addr.as_ref()) {
-        let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
-        let server = MetricsServer::bind(addr).await?;
-        tracing::info!(addr = %server.local_addr(), "serving /metrics");
-        tokio::spawn(server.serve(Arc::new(metrics), async {
-            let _ = metrics_stopped.await;
-        }));
-    }
+    let stop_metrics =
+        super::serve_metrics(args.metrics_addr.as_ref().or(pipeline.process.metrics_addr.as_ref()), metrics)
+            .await?;
 
     let codec = Arc::new(args.kafka.codec()?);
     let stop = Arc::new(AtomicBool::new(false));

@@ -134,6 +134,25 @@ fn load_pipeline(path: Option<&std::path::Path>) -> anyhow::Result<kubefacts::co
 
 /// This replica's name: `given`, else the host name (the Pod name in a Deployment), else
 /// `pid-<pid>`.
+/// Serves `metrics` (`/metrics`, `/healthz`, `/readyz`) on `addr` if one is given, until
+/// the returned sender is used or dropped; an address that cannot be bound fails now.
+async fn serve_metrics(
+    addr: Option<&String>,
+    metrics: kubefacts::metrics::Metrics,
+) -> anyhow::Result<tokio::sync::oneshot::Sender<()>> {
+    use anyhow::Context;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(addr) = addr {
+        let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
+        let server = kubefacts::metrics::MetricsServer::bind(addr).await?;
+        tracing::info!(addr = %server.local_addr(), "serving /metrics, /healthz and /readyz");
+        tokio::spawn(server.serve(std::sync::Arc::new(metrics), async {
+            let _ = stopped.await;
+        }));
+    }
+    Ok(stop)
+}
+
 fn instance_name(given: Option<&str>) -> String {
     given.map(str::to_owned).unwrap_or_else(|| {
         std::env::var("HOSTNAME").unwrap_or_else(|_| format!("pid-{}", std::process::id()))

@@ -23,7 +23,7 @@ use kubefacts::pipeline::Stage as StageDef;
 use kubefacts::{
     config::{ProcessConfig, StageConfig},
     health::{DEFAULT_STALL_LIMIT, Heartbeat},
-    metrics::{Metrics, MetricsServer},
+    metrics::Metrics,
     runtime::{
         kafka::{RuntimeConfig, RuntimeStats, run_thread},
         topics::{TopicSpec, check_copartitioned, ensure_topics},
@@ -176,15 +176,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
     let heartbeats: Vec<Heartbeat> = (0..settings.num_stream_threads)
         .map(|t| metrics.health().heartbeat(&format!("stream thread {t}"), stall_limit))
         .collect();
-    let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
-    if let Some(addr) = &settings.metrics_addr {
-        let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
-        let server = MetricsServer::bind(addr).await?;
-        tracing::info!(addr = %server.local_addr(), "serving /metrics");
-        tokio::spawn(server.serve(Arc::new(metrics), async {
-            let _ = metrics_stopped.await;
-        }));
-    }
+    let stop_metrics = super::serve_metrics(settings.metrics_addr.as_ref(), metrics).await?;
 
     let codec = Arc::new(args.kafka.codec()?);
     let handle = tokio::runtime::Handle::current();

@@ -423,17 +423,25 @@ fn watcher_families_appear_only_with_a_watcher() {
     assert!(out.ends_with("# EOF\n"), "{out}");
 }
 
-#[tokio::test]
-async fn serves_metrics_over_http_until_shutdown() {
-    let metrics = Metrics::new();
-    let runs = stats(&metrics, "runs");
-    runs.count_in("kubefacts.jobs.v1", 42);
+/// `metrics` served on a free loopback port: its base URL, the shutdown sender, the task.
+async fn serving(
+    metrics: Metrics,
+) -> (String, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let server = MetricsServer::bind("127.0.0.1:0".parse().expect("addr")).await.expect("bind");
     let base = format!("http://{}", server.local_addr());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(server.serve(Arc::new(metrics), async {
         let _ = rx.await;
     }));
+    (base, tx, task)
+}
+
+#[tokio::test]
+async fn serves_metrics_over_http_until_shutdown() {
+    let metrics = Metrics::new();
+    let runs = stats(&metrics, "runs");
+    runs.count_in("kubefacts.jobs.v1", 42);
+    let (base, tx, task) = serving(metrics).await;
     let client = crate::http::client_builder().build().unwrap();
 
     let ok = client.get(format!("{base}/metrics")).send().await.expect("GET /metrics");
@@ -472,12 +480,7 @@ async fn healthz_fails_while_a_loop_is_stalled_and_readyz_names_what_it_waits_fo
     let stalling = health.heartbeat("stream thread 0", Duration::from_secs(1));
     let turning = health.heartbeat("stream thread 1", Duration::from_secs(60));
     let condition = health.condition("cleaner", "not polling its consumer group yet");
-    let server = MetricsServer::bind("127.0.0.1:0".parse().expect("addr")).await.expect("bind");
-    let base = format!("http://{}", server.local_addr());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(server.serve(Arc::new(metrics), async {
-        let _ = rx.await;
-    }));
+    let (base, tx, task) = serving(metrics).await;
     let client = crate::http::client_builder().build().unwrap();
     let get = |path: &str| {
         let request = client.get(format!("{base}{path}"));
