@@ -4,8 +4,9 @@
 # Starts the real test infrastructure on loopback (scripts/infra/up.sh: Kafka 4.4.0 KRaft,
 # Apicurio Registry 3.3.3, the fastavro venv; scripts/infra/cluster.sh: three KRaft brokers
 # with SASL_SSL and ACLs; scripts/k8s/up.sh: a Kubernetes v1.34.4 control
-# plane with kwok nodes, built from the Go module proxy on first use, ~10 min cold), stops it
-# again on exit whatever happens (scripts/infra/down.sh, scripts/k8s/down.sh), and in between
+# plane with kwok nodes, built from the Go module proxy on first use, ~10 min cold;
+# scripts/docker/up.sh: a private dockerd for the image), stops them again on exit whatever
+# happens (scripts/docker/down.sh, scripts/infra/down.sh, scripts/k8s/down.sh), and in between
 # runs:
 #   cargo fmt --check
 #   cargo clippy --lib --bins -- -D warnings                      (the production build)
@@ -23,6 +24,7 @@ SUMMARY=()
 finish() {
   local rc=$?
   trap - EXIT
+  ./scripts/docker/down.sh --quiet || true
   ./scripts/k8s/down.sh --quiet || true
   ./scripts/infra/down.sh || true
   printf '\n'
@@ -64,6 +66,10 @@ source .cache/run/cluster/env
 step "kubernetes up (scripts/k8s/up.sh)" ./scripts/k8s/up.sh
 # shellcheck source=/dev/null
 source .cache/k8s/run/env
+# The private Docker daemon for the image and the chart's end-to-end test (DESIGN §7).
+step "docker up (scripts/docker/up.sh)" ./scripts/docker/up.sh
+# shellcheck source=/dev/null
+source .cache/docker/env
 # A full build of the test binaries needs disk; when the disk fills, rustc fails deep inside
 # some dependency with "No space left on device". Say it up front instead.
 check_disk() {
