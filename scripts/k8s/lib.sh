@@ -10,6 +10,9 @@ REPO_ROOT="$(cd "$K8S_SCRIPTS/../.." && pwd)"
 K8S_VERSION="${KUBEFACTS_K8S_VERSION:-v1.34.4}"
 ETCD_VERSION="${KUBEFACTS_ETCD_VERSION:-v3.6.4}"
 KWOK_VERSION="${KUBEFACTS_KWOK_VERSION:-v0.8.0}"
+# helm (helm.sh/helm/v4), for the chart in deploy/helm/kubefacts: built and cached beside the
+# control plane's binaries; up.sh exports its path as KUBEFACTS_HELM.
+HELM_VERSION="${KUBEFACTS_HELM_VERSION:-v4.3.2}"
 
 CACHE_DIR="$REPO_ROOT/.cache"
 # The built binaries are shared by every checkout on the machine (a fresh clone on a warm

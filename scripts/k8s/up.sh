@@ -6,7 +6,8 @@
 #   Succeeded or Failed as the pod's kubefacts.test/exit annotation says).
 # Builds the binaries first (scripts/k8s/build.sh, cached). Every run starts from a fresh, empty
 # .cache/k8s/run/ (new CA and certificates, free ports, empty etcd) and writes .cache/k8s/run/env,
-# a sourceable file with the KUBEFACTS_K8S_* variables. Logs: .cache/k8s/run/logs/<name>.log.
+# a sourceable file with the KUBEFACTS_K8S_* variables and KUBEFACTS_HELM (the helm binary
+# build.sh built, for tests/helm_chart.rs and the chart's end-to-end test). Logs: .cache/k8s/run/logs/<name>.log.
 # Stop with scripts/k8s/down.sh; stop/start one piece with scripts/k8s/ctl.sh.
 # Environment: KUBEFACTS_K8S_NODES (fake nodes, default 2), KUBEFACTS_K8S_READY_TIMEOUT (s, 120),
 # and build.sh's version overrides. See docs/K8S_TESTING.md.
@@ -276,6 +277,7 @@ READY_SECONDS="$(elapsed "$T_START")"
     "KUBEFACTS_K8S_ADMIN_KEY=$PKI/admin.key" \
     "KUBEFACTS_K8S_BIN=$K8S_BIN" \
     "KUBEFACTS_K8S_KUBECTL=$K8S_BIN/kubectl" \
+    "KUBEFACTS_HELM=$K8S_BIN/helm" \
     "KUBEFACTS_K8S_VERSION=$K8S_VERSION" \
     "KUBEFACTS_K8S_ETCD=$ETCD_URL" \
     "KUBEFACTS_K8S_NODES=$(for i in $(seq 1 "$NODE_COUNT"); do printf '%s ' "$(node_name "$i")"; done | sed 's/ $//')" \
