@@ -3,6 +3,7 @@
 mod acls;
 mod alerts;
 mod cleaner;
+mod consume;
 mod demo;
 mod kafka;
 mod observed;
@@ -10,6 +11,7 @@ mod process;
 mod progress;
 mod publish;
 mod replay;
+mod report;
 mod schemas;
 mod session_event;
 mod simulate;
@@ -26,6 +28,7 @@ pub use demo::DemoArgs;
 pub use process::ProcessArgs;
 pub use publish::PublishArgs;
 pub use replay::ReplayArgs;
+pub use report::ReportArgs;
 pub use schemas::SchemasArgs;
 pub use session_event::SessionEventArgs;
 pub use simulate::SimulateArgs;
@@ -229,6 +232,10 @@ pub enum Command {
     /// Forward the coverage alerts of `[coverage]` to Alertmanager: FIRING as an active
     /// alert re-sent every interval, what follows it as resolved (docs/ALERTS.md).
     Alerts(Box<AlertsArgs>),
+    /// Summarise what happened from the fact topics (or `replay`'s files): runs per window,
+    /// the CronJobs that fail most, cleanup decisions, coverage, retained compute
+    /// (docs/REPORT.md).
+    Report(Box<ReportArgs>),
     /// Decode a topic's Avro records (Confluent or single-object framing) to JSON lines.
     Tail(TailArgs),
     /// List the embedded schemas and check their evolution (BACKWARD_TRANSITIVE).
@@ -245,6 +252,7 @@ impl Cli {
         match self.command {
             Command::Demo(args) => demo::run(args).await,
             Command::Tail(args) => tail::run(args).await,
+            Command::Report(args) => report::run(*args).await,
             Command::Cleaner(args) => cleaner::run(*args).await,
             Command::Alerts(args) => alerts::run(*args).await,
             Command::Process(args) => process::run(*args).await,

@@ -11,19 +11,12 @@ use std::{
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use rdkafka::{
-    Message, Offset, TopicPartitionList,
-    consumer::{Consumer, StreamConsumer},
-    message::Headers,
-};
+use rdkafka::{Message, Offset};
 use serde_json::json;
 
-use kubefacts::{
-    codec::{
-        Framing,
-        json::{Timestamps, to_json},
-    },
-    runtime::HEARTBEAT_HEADER,
+use kubefacts::codec::{
+    Framing,
+    json::{Timestamps, to_json},
 };
 
 /// Arguments of `kubefacts tail`.
@@ -68,30 +61,13 @@ pub enum TimestampFormat {
 pub(super) async fn run(args: TailArgs) -> anyhow::Result<()> {
     let codec = args.kafka.codec()?;
     let pipeline = super::load_pipeline(args.config.as_deref())?;
-    let consumer: StreamConsumer = args
-        .kafka
-        .brokers(&pipeline.kafka)?
-        .client()
-        .set("group.id", format!("kubefacts-tail-{}", std::process::id()))
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "false")
-        .create()
-        .context("creating the Kafka consumer")?;
-
-    let metadata = consumer
-        .fetch_metadata(Some(&args.topic), Duration::from_secs(10))
-        .with_context(|| format!("reading metadata of {} from {}", args.topic, args.kafka.bootstrap))?;
-    let topic = metadata.topics().first().context("broker returned no topic metadata")?;
-    if topic.error().is_some() || topic.partitions().is_empty() {
+    let brokers = args.kafka.brokers(&pipeline.kafka)?;
+    let consumer = super::consume::committed_consumer(&brokers, "tail", false)?;
+    let Some(partitions) = super::consume::partitions_of(&consumer, &args.topic, &brokers)? else {
         bail!("topic {} does not exist on {}", args.topic, args.kafka.bootstrap);
-    }
-    let mut assignment = TopicPartitionList::new();
+    };
     let start = if args.from_beginning { Offset::Beginning } else { Offset::End };
-    for p in topic.partitions() {
-        assignment.add_partition_offset(&args.topic, p.id(), start)?;
-    }
-    consumer.assign(&assignment)?;
+    super::consume::assign(&consumer, &[(args.topic.clone(), partitions)], start)?;
 
     let ts = match args.timestamps {
         TimestampFormat::Rfc3339 => Timestamps::Rfc3339,
@@ -115,9 +91,7 @@ pub(super) async fn run(args: TailArgs) -> anyhow::Result<()> {
         };
         let msg = msg.context("consuming")?;
         seen += 1;
-        let time_header = msg.headers().is_some_and(|h| h.iter().any(|h| h.key == HEARTBEAT_HEADER));
-        if time_header && msg.payload().is_none() {
-            // Forwarded stream time: no fact (docs/TOPICS.md).
+        if super::consume::is_forwarded_heartbeat(&msg) {
             heartbeats += 1;
             continue;
         }

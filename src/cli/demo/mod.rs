@@ -19,6 +19,7 @@ use clap::Args;
 
 mod report;
 
+use super::report::{Filter, Summary};
 use super::{
     observed::{Observed, TraceFile},
     progress::Progress,
@@ -26,29 +27,22 @@ use super::{
     simulate::FleetArgs,
 };
 use kubefacts::{
-    cleanup::CleanupDecision,
     codec::{
         Codec, RecordWriter,
         json::{Timestamps, to_json},
     },
     config::PipelineConfig,
-    coverage::CoverageAlert,
-    journal::{JobRun, JobRunWindowPart},
     observe::memory::MemInputs,
     observe::{InputTopic, ObservationRecord, Observer, model::Source},
     pipeline::run_all_in_memory,
     runtime::driver::MemTopic,
-    sessions::{OwnerRetainedCompute, SessionProjection},
     simulate,
     trace::{MinimalEntry, TraceError},
 };
-use report::{print_coverage, print_decisions, print_processors, print_runs, print_sessions, print_summary};
+use report::{print_processors, print_summary};
 
 /// Partitions of the demo's in-memory topics (as `replay`'s default).
 const DEMO_PARTITIONS: i32 = 3;
-/// Runs listed one by one when a trace has at most this many (a hand-written trace);
-/// beyond, the summary aggregates.
-const LIST_RUNS_UP_TO: usize = 20;
 
 /// Arguments of `kubefacts demo`.
 #[derive(Debug, Args)]
@@ -227,20 +221,12 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
         processed.push((name.clone(), log.facts(), internal));
     }
-    let runs: Vec<JobRun> =
-        decode_all(&codec, logs.get(&config.topics.full(&config.topics.job_run_facts))).await?;
-    let windows: Vec<JobRunWindowPart> =
-        decode_all(&codec, logs.get(&config.topics.full(&config.topics.job_runs))).await?;
-    let mut decisions: Vec<CleanupDecision> =
-        decode_all(&codec, logs.get(&config.topics.full(&config.topics.cleanup_decisions))).await?;
-    decisions.sort_by(|a, b| (a.decided_at, &a.job).cmp(&(b.decided_at, &b.job)));
-    let mut alerts: Vec<CoverageAlert> =
-        decode_all(&codec, logs.get(&config.topics.full(&config.topics.coverage_alerts))).await?;
-    alerts.sort_by(|a, b| (a.stream_time, &a.subject).cmp(&(b.stream_time, &b.subject)));
-    let projections: Vec<SessionProjection> =
-        decode_all(&codec, logs.get(&config.topics.full(&config.topics.session_projections))).await?;
-    let totals: Vec<OwnerRetainedCompute> =
-        decode_all(&codec, logs.get(&config.topics.full(&config.topics.retained_by_owner))).await?;
+    // What happened, summarised as `kubefacts report` summarises the same topics on Kafka.
+    let (facts, read) = super::report::from_memory(&codec, &config.topics, &logs).await.into_facts();
+    if read.bad_total() > 0 {
+        bail!("the demo's own facts did not decode: {:?}", read.bad);
+    }
+    let summary = Summary::build(facts, &Filter::default(), config.cleanup.job_retention_secs);
     for (_, mut w) in jsonl {
         w.flush()?;
     }
@@ -261,29 +247,12 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     );
     let dead_letters = logs.get(&dead_letter).map_or(0, MemTopic::len);
     print_processors(&reports, &processed, dead_letters, round_trips as f64 / stage_secs.max(1e-9));
-    print_runs(&runs, windows);
-    print_decisions(&config, &decisions);
-    print_coverage(&alerts);
-    print_sessions(&projections, &totals);
+    super::report::text::print(&summary);
     println!(
         "\nfinished in {:.2} s ({observe_secs:.2} s observing, encoding and decoding; {stage_secs:.2} s in the processors)",
         started.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-/// Decodes every value of `log` (if any) as `T`.
-async fn decode_all<T: serde::de::DeserializeOwned>(
-    codec: &Codec,
-    log: Option<&MemTopic>,
-) -> anyhow::Result<Vec<T>> {
-    let mut out = Vec::new();
-    for rec in log.into_iter().flat_map(|t| t.partitions.iter().flatten()) {
-        if let Some(v) = &rec.value {
-            out.push(codec.decode_as(v).await?);
-        }
-    }
-    Ok(out)
 }
 
 /// Writes a processor's topic as an Avro object-container file (values only, in partition
