@@ -197,8 +197,13 @@ fn every_verb_documents_itself() {
         &["process", "--help"],
         &["replay", "--help"],
     ];
-    let more =
-        [&["watch", "--help"][..], &["publish", "--help"], &["simulate", "--help"], &["cleaner", "--help"]];
+    let more = [
+        &["watch", "--help"][..],
+        &["publish", "--help"],
+        &["simulate", "--help"],
+        &["cleaner", "--help"],
+        &["report", "--help"],
+    ];
     for verb in verbs.into_iter().chain(more) {
         // A registry URL's credentials from the environment never show in --help.
         let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
@@ -214,6 +219,12 @@ fn every_verb_documents_itself() {
     let text = String::from_utf8_lossy(&out.stdout);
     for flag in ["--topic", "--from-beginning", "--until-idle", "--bootstrap", "--registry"] {
         assert!(text.contains(flag), "tail --help lacks {flag}: {text}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts")).args(["report", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--since", "--namespace", "--format", "--from-dir", "--bootstrap", "--registry", "--config"]
+    {
+        assert!(text.contains(flag), "report --help lacks {flag}: {text}");
     }
 }
 
