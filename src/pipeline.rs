@@ -7,7 +7,13 @@
 //! benchmarks): each stage is looked up in [`STAGES`], which builds its processor the same
 //! way for Kafka (`process`), so the two runs of one stage cannot drift apart.
 
-use std::{collections::BTreeMap, future::Future, pin::Pin};
+use std::{
+    collections::BTreeMap,
+    fs::File,
+    future::Future,
+    io::{BufWriter, Write},
+    pin::Pin,
+};
 
 use thiserror::Error;
 
@@ -383,6 +389,78 @@ fn runs_config(settings: &PipelineConfig) -> RunsConfig {
 /// `[sessions]` as the pipeline configures it (the session label is `[minimize]`'s).
 fn sessions(settings: &PipelineConfig) -> Sessions {
     Sessions::new(settings.sessions.clone(), settings.minimize.session_label.clone())
+}
+
+/// Why a topic could not be written as JSON lines.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum JsonlError {
+    /// A record did not decode.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// The file could not be written.
+    #[error("writing {}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Writes a topic as `<dir>/<topic>.jsonl` (what `replay` and `demo` write, and
+/// `report --from-dir` reads): JSON lines (`partition`, `offset`, `timestamp`, `key`, `value`),
+/// partition by partition, decoding values with the generic decoder. Forwarded heartbeats
+/// (stream time only, no value) are left out: they carry no fact.
+pub async fn write_jsonl(codec: &Codec, log: &MemTopic, dir: &std::path::Path) -> Result<usize, JsonlError> {
+    let path = dir.join(format!("{}.jsonl", log.name));
+    let io = |source| JsonlError::Io { path: path.clone(), source };
+    let mut out = BufWriter::new(File::create(&path).map_err(io)?);
+    let mut n = 0;
+    for (partition, records) in log.partitions.iter().enumerate() {
+        for (offset, rec) in records.iter().enumerate().filter(|(_, r)| !r.heartbeat) {
+            let value = match &rec.value {
+                Some(bytes) => crate::codec::json::to_json(
+                    &codec.decode(bytes).await?.value,
+                    crate::codec::json::Timestamps::Rfc3339,
+                ),
+                None => serde_json::Value::Null,
+            };
+            // Avro keys (the journal's window key) decode like values; others are UTF-8.
+            let key = match rec.key.as_deref() {
+                Some(k) if k.starts_with(&[0xC3, 0x01]) => match codec.decode(k).await {
+                    Ok(d) => crate::codec::json::to_json(&d.value, crate::codec::json::Timestamps::Rfc3339),
+                    Err(_) => serde_json::Value::String(String::from_utf8_lossy(k).into_owned()),
+                },
+                Some(k) => serde_json::Value::String(String::from_utf8_lossy(k).into_owned()),
+                None => serde_json::Value::Null,
+            };
+            let line = Line {
+                partition,
+                offset,
+                timestamp: crate::codec::json::rfc3339_millis(rec.timestamp_ms),
+                key: &key,
+                value: &value,
+            };
+            serde_json::to_writer(&mut out, &line).map_err(|e| io(e.into()))?;
+            out.write_all(b"\n").map_err(io)?;
+            n += 1;
+        }
+    }
+    out.flush().map_err(io)?;
+    Ok(n)
+}
+
+/// One line of a topic's JSON lines file (serialized in place: `json!` would copy the
+/// decoded value once more).
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    partition: usize,
+    offset: usize,
+    timestamp: Option<String>,
+    key: &'a serde_json::Value,
+    value: &'a serde_json::Value,
 }
 
 #[cfg(test)]

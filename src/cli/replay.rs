@@ -3,22 +3,13 @@
 //! the pipeline file's `[process]` stages over them with the in-memory driver — written as
 //! JSON lines per topic (dead letters included).
 
-use std::{
-    collections::BTreeMap,
-    fs::{self, File},
-    io::{BufWriter, Write},
-    path::PathBuf,
-    time::Instant,
-};
+use std::{collections::BTreeMap, fs, path::PathBuf, time::Instant};
 
 use anyhow::Context;
 use clap::Args;
 
 use kubefacts::{
-    codec::{
-        Codec,
-        json::{Timestamps, to_json},
-    },
+    codec::Codec,
     observe::memory::MemInputs,
     observe::{Observer, model::Source},
     pipeline::run_all_in_memory,
@@ -114,56 +105,5 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     all_used
 }
 
-/// Writes a topic as JSON lines (`partition`, `offset`, `timestamp`, `key`, `value`),
-/// partition by partition, decoding values with the generic decoder. Forwarded heartbeats
-/// (stream time only, no value) are left out: they carry no fact.
-pub(super) async fn write_jsonl(
-    codec: &Codec,
-    log: &MemTopic,
-    dir: &std::path::Path,
-) -> anyhow::Result<usize> {
-    let path = dir.join(format!("{}.jsonl", log.name));
-    let mut out =
-        BufWriter::new(File::create(&path).with_context(|| format!("creating {}", path.display()))?);
-    let mut n = 0;
-    for (partition, records) in log.partitions.iter().enumerate() {
-        for (offset, rec) in records.iter().enumerate().filter(|(_, r)| !r.heartbeat) {
-            let value = match &rec.value {
-                Some(bytes) => to_json(&codec.decode(bytes).await?.value, Timestamps::Rfc3339),
-                None => serde_json::Value::Null,
-            };
-            // Avro keys (the journal's window key) decode like values; others are UTF-8.
-            let key = match rec.key.as_deref() {
-                Some(k) if k.starts_with(&[0xC3, 0x01]) => match codec.decode(k).await {
-                    Ok(d) => to_json(&d.value, Timestamps::Rfc3339),
-                    Err(_) => serde_json::Value::String(String::from_utf8_lossy(k).into_owned()),
-                },
-                Some(k) => serde_json::Value::String(String::from_utf8_lossy(k).into_owned()),
-                None => serde_json::Value::Null,
-            };
-            let line = Line {
-                partition,
-                offset,
-                timestamp: kubefacts::codec::json::rfc3339_millis(rec.timestamp_ms),
-                key: &key,
-                value: &value,
-            };
-            serde_json::to_writer(&mut out, &line)?;
-            out.write_all(b"\n")?;
-            n += 1;
-        }
-    }
-    out.flush()?;
-    Ok(n)
-}
-
-/// One line of a topic's JSON lines file (serialized in place: `json!` would copy the
-/// decoded value once more).
-#[derive(serde::Serialize)]
-struct Line<'a> {
-    partition: usize,
-    offset: usize,
-    timestamp: Option<String>,
-    key: &'a serde_json::Value,
-    value: &'a serde_json::Value,
-}
+/// `demo` writes its topics as `replay` does.
+pub(super) use kubefacts::pipeline::write_jsonl;
