@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod docker;
 pub mod fake_kube;
 pub mod k8s;
 pub mod outputs;
