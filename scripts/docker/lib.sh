@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
-# Shared helpers for scripts/docker/{up,down}.sh and scripts/image/build.sh: a private Docker
+# Shared helpers for scripts/docker/{up,down}.sh and scripts/image/*.sh: a private Docker
 # daemon for this checkout (DESIGN §7). Debian's docker.io (Engine 20.10) runs as root on its
 # own socket, data root and exec root, with --iptables=false --bridge=none: it never touches
 # the host's firewall or a system daemon, and every container runs with host networking.
@@ -40,3 +40,35 @@ dockerd_pid() {
 
 # docker_cli ARGS...: the docker client against this checkout's daemon.
 docker_cli() { DOCKER_HOST="unix://$DOCKER_SOCK" docker "$@"; }
+
+# ensure_base_image IMAGE WORKDIR LOG: makes the Debian bookworm base once, where no image
+# registry is reachable (what `debian:bookworm-slim` would be, made from Debian's archive):
+# debootstrap --variant=minbase, package lists, apt caches, docs, manuals and translations
+# removed, then `docker import` as IMAGE. A no-op when IMAGE exists. The mirror is
+# $KUBEFACTS_DEBIAN_MIRROR (default http://deb.debian.org/debian). Used by every image script
+# (scripts/image/build.sh, kafka.sh, registry.sh), so all of them share one base.
+ensure_base_image() {
+  local image="$1" work="$2" log="$3"
+  local mirror="${KUBEFACTS_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+  local note=info
+  declare -F say >/dev/null && note=say
+  if docker_cli image inspect "$image" >/dev/null 2>&1; then
+    "$note" "base $image: cached"
+    return 0
+  fi
+  command -v debootstrap >/dev/null 2>&1 ||
+    fail debootstrap "debootstrap not found: apt-get install debootstrap (.ci/run does)"
+  local t0 rootfs="$work/rootfs"
+  t0="$(now)"
+  mkdir -p "$work"
+  rm -rf "$rootfs"
+  debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >>"$log" 2>&1 ||
+    fail debootstrap "debootstrap --variant=minbase bookworm from $mirror failed" "$log"
+  # What slim images drop: package lists, apt caches, documentation, manuals, translations.
+  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
+    "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/*
+  tar -C "$rootfs" -c . | docker_cli import --change 'CMD ["bash"]' - "$image" >>"$log" 2>&1 ||
+    fail "docker import" "importing the debootstrap root as $image failed" "$log"
+  rm -rf "$rootfs"
+  "$note" "base $image: debootstrap + import in $(elapsed "$t0") s"
+}

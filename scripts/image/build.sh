@@ -30,7 +30,6 @@ say() { [[ "$QUIET" == 1 ]] || info "$@"; }
 VERSION="$(awk -F'"' '/^version = / { print $2; exit }' "$REPO_ROOT/Cargo.toml")"
 IMAGE="${KUBEFACTS_IMAGE:-kubefacts:$VERSION}"
 BASE_IMAGE="${KUBEFACTS_BASE_IMAGE:-kubefacts-local/debian:bookworm}"
-MIRROR="${KUBEFACTS_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 WORK="$CACHE_DIR/image"
 LOG="$WORK/build.log"
 mkdir -p "$WORK"
@@ -39,25 +38,9 @@ T_ALL="$(now)"
 
 "$DOCKER_SCRIPTS/up.sh" --quiet
 
-# 1. The base: what `debian:bookworm-slim` would be, made from Debian's archive.
-if docker_cli image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
-  say "base $BASE_IMAGE: cached"
-else
-  command -v debootstrap >/dev/null 2>&1 ||
-    fail debootstrap "debootstrap not found: apt-get install debootstrap (.ci/run does)"
-  t0="$(now)"
-  rootfs="$WORK/rootfs"
-  rm -rf "$rootfs"
-  debootstrap --variant=minbase bookworm "$rootfs" "$MIRROR" >>"$LOG" 2>&1 ||
-    fail debootstrap "debootstrap --variant=minbase bookworm from $MIRROR failed" "$LOG"
-  # What slim images drop: package lists, apt caches, documentation, manuals, translations.
-  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
-    "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/*
-  tar -C "$rootfs" -c . | docker_cli import --change 'CMD ["bash"]' - "$BASE_IMAGE" >>"$LOG" 2>&1 ||
-    fail "docker import" "importing the debootstrap root as $BASE_IMAGE failed" "$LOG"
-  rm -rf "$rootfs"
-  say "base $BASE_IMAGE: debootstrap + import in $(elapsed "$t0") s"
-fi
+# 1. The base: what `debian:bookworm-slim` would be, made from Debian's archive (shared with
+# the testcontainers stand-ins, scripts/image/{kafka,registry}.sh).
+ensure_base_image "$BASE_IMAGE" "$WORK" "$LOG"
 
 # 2. The binary.
 if [[ -z "$BINARY" ]]; then
