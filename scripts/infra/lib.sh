@@ -153,3 +153,73 @@ while True:
         break
 '
 }
+
+# --------------------------------------------------------------------------------------------
+# Cached installs from Maven Central, shared by up.sh and the testcontainers image scripts
+# (scripts/image/kafka.sh, registry.sh). Their logs go to $INSTALL_LOG_DIR (default
+# $RUN_DIR/setup, which up.sh creates; a caller that sets it must create it).
+# --------------------------------------------------------------------------------------------
+DEPENDENCY_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+MVN_FLAGS=(-B --no-transfer-progress)
+
+# resolve_classpath NAME HOME POM WHAT JAR...: maven copy-dependencies of POM into HOME/lib,
+# cached by the POM's hash; each JAR (a glob) must be there. NAME names the log and the step.
+resolve_classpath() {
+  local name="$1" home="$2" pom="$3" what="$4"
+  shift 4
+  local marker="$home/.complete" log="${INSTALL_LOG_DIR:-$RUN_DIR/setup}/mvn-$name.log"
+  local want
+  want="$name pom-sha256 $(file_sha "$pom")"
+  if [[ -f "$marker" && "$(cat "$marker")" == "$want" && -d "$home/lib" ]]; then
+    info "$what jars: cached"
+    return 0
+  fi
+  local t0
+  t0="$(now)"
+  rm -rf "$home"
+  mkdir -p "$home"
+  mvn "${MVN_FLAGS[@]}" -f "$pom" "$DEPENDENCY_PLUGIN:copy-dependencies" \
+    -DoutputDirectory="$home/lib.part" -DincludeScope=runtime >"$log" 2>&1 ||
+    fail "$name-install" "maven could not resolve $what ($pom)" "$log"
+  local jar
+  for jar in "$@"; do
+    compgen -G "$home/lib.part/$jar" >/dev/null ||
+      fail "$name-install" "maven finished but $jar is missing from the classpath folder" "$log"
+  done
+  mv "$home/lib.part" "$home/lib"
+  printf '%s\n' "$want" >"$marker"
+  info "$what jars: installed $(find "$home/lib" -name '*.jar' | wc -l) jars in $(elapsed "$t0") s"
+}
+
+prepare_kafka() {
+  resolve_classpath kafka "$KAFKA_HOME" "$INFRA_DIR/kafka-pom.xml" "kafka $KAFKA_VERSION" \
+    "kafka_2.13-$KAFKA_VERSION.jar" "kafka-tools-$KAFKA_VERSION.jar" "kafka-clients-$KAFKA_VERSION.jar" \
+    "kafka-server-$KAFKA_VERSION.jar" log4j-core-2.24.3.jar log4j-slf4j-impl-2.24.3.jar
+}
+
+prepare_apicurio() {
+  local marker="$APICURIO_HOME/.complete" log="${INSTALL_LOG_DIR:-$RUN_DIR/setup}/mvn-apicurio.log"
+  local want="apicurio-registry-app $APICURIO_VERSION"
+  if [[ -f "$marker" && "$(cat "$marker")" == "$want" && -f "$APICURIO_HOME/quarkus-run.jar" ]]; then
+    info "apicurio-registry $APICURIO_VERSION: cached"
+    return 0
+  fi
+  local t0 part="$CACHE_DIR/apicurio-$APICURIO_VERSION.part"
+  t0="$(now)"
+  rm -rf "$APICURIO_HOME" "$part"
+  mkdir -p "$part/download" "$part/app"
+  mvn "${MVN_FLAGS[@]}" "$DEPENDENCY_PLUGIN:copy" \
+    -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
+    -DoutputDirectory="$part/download" >"$log" 2>&1 ||
+    fail apicurio-install "maven could not resolve io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" "$log"
+  local tgz="$part/download/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz"
+  [[ -s "$tgz" ]] || fail apicurio-install "maven finished but $tgz is missing" "$log"
+  tar -xzf "$tgz" -C "$part/app" >>"$log" 2>&1 || fail apicurio-install "could not extract $tgz" "$log"
+  local runjar
+  runjar="$(find "$part/app" -maxdepth 3 -name quarkus-run.jar -print -quit)"
+  [[ -n "$runjar" ]] || fail apicurio-install "no quarkus-run.jar inside $tgz" "$log"
+  mv "$(dirname "$runjar")" "$APICURIO_HOME"
+  rm -rf "$part" # the tar.gz also stays in ~/.m2
+  printf '%s\n' "$want" >"$marker"
+  info "apicurio-registry $APICURIO_VERSION: installed in $(elapsed "$t0") s"
+}
