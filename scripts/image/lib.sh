@@ -1,0 +1,84 @@
+# shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
+# Shared by scripts/image/kafka.sh and registry.sh, the local stand-ins for the official images
+# a testcontainers user pulls (docs/TESTING_DOWNSTREAM.md, "The images"). Sources the infra
+# library (versions, the Maven Central resolvers, free ports) and the docker library (this
+# checkout's private dockerd, the Debian base). Set COMPONENT before sourcing.
+
+: "${COMPONENT:?set COMPONENT (kafka, registry) before sourcing scripts/image/lib.sh}"
+IMAGE_SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=scripts/infra/lib.sh
+source "$IMAGE_SCRIPTS/../infra/lib.sh"
+# shellcheck source=scripts/docker/lib.sh
+source "$IMAGE_SCRIPTS/../docker/lib.sh"
+LOG_PREFIX="image-$COMPONENT"
+FAIL_TAIL_LINES=40
+
+BASE_IMAGE="${KUBEFACTS_BASE_IMAGE:-kubefacts-local/debian:bookworm}"
+WORK="$CACHE_DIR/image/$COMPONENT"
+# The recipe label: a build is skipped when the image carries the same one.
+RECIPE_LABEL=io.kubefacts.recipe
+SMOKE_TIMEOUT="${KUBEFACTS_IMAGE_SMOKE_TIMEOUT:-120}"
+
+# context_recipe DIR EXTRA...: sha256 over every file of the build context (path and content)
+# plus EXTRA strings (the base image's id, versions): what the image is made of.
+context_recipe() {
+  local dir="$1"
+  shift
+  {
+    (cd "$dir" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+    printf '%s\n' "$@"
+  } | sha256sum | cut -d' ' -f1
+}
+
+# build_if_changed IMAGE DOCKERFILE CONTEXT RECIPE LOG BUILD-ARGS...: docker build unless IMAGE
+# exists with RECIPE in its label. Sets BUILT=1 when it built, 0 when it was cached.
+build_if_changed() {
+  local image="$1" dockerfile="$2" context="$3" recipe="$4" log="$5"
+  shift 5
+  local have
+  have="$(docker_cli image inspect --format "{{ index .Config.Labels \"$RECIPE_LABEL\" }}" "$image" 2>/dev/null || true)"
+  if [[ "$have" == "$recipe" ]]; then
+    BUILT=0
+    return 0
+  fi
+  local -a args=()
+  local a
+  for a in "$@"; do args+=(--build-arg "$a"); done
+  docker_cli build --network host -q -f "$dockerfile" "${args[@]}" \
+    --label "$RECIPE_LABEL=$recipe" \
+    --label "org.opencontainers.image.revision=$(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" \
+    -t "$image" "$context" >>"$log" 2>&1 ||
+    fail "$COMPONENT image" "docker build of $image from $dockerfile failed" "$log"
+  BUILT=1
+}
+
+# image_size_mib IMAGE
+image_size_mib() { echo $(($(docker_cli image inspect --format '{{.Size}}' "$1") / 1024 / 1024)); }
+
+# The smoke container: one at a time, removed on exit (also on failure, after its log tail
+# has been printed by smoke_fail).
+SMOKE_CONTAINER=""
+smoke_cleanup() {
+  if [[ -n "$SMOKE_CONTAINER" ]]; then
+    docker_cli rm -f "$SMOKE_CONTAINER" >/dev/null 2>&1 || true
+    SMOKE_CONTAINER=""
+  fi
+}
+trap smoke_cleanup EXIT
+
+# smoke_fail REASON: the container's log into $WORK/smoke.log, then fail with its tail.
+smoke_fail() {
+  if [[ -n "$SMOKE_CONTAINER" ]]; then
+    docker_cli logs "$SMOKE_CONTAINER" >"$WORK/smoke.log" 2>&1 || true
+  fi
+  fail "$COMPONENT" "$1" "$WORK/smoke.log"
+}
+
+# smoke_running: false (after smoke_fail) when the smoke container has exited.
+smoke_running() {
+  local state
+  state="$(docker_cli inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$SMOKE_CONTAINER" 2>/dev/null || echo "gone -")"
+  if [[ "$state" != running* ]]; then
+    smoke_fail "the container exited before it was ready (state: $state)"
+  fi
+}
