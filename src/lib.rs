@@ -41,5 +41,7 @@ pub mod runtime;
 pub mod sessions;
 pub mod simulate;
 pub mod telemetry;
+#[cfg(feature = "testcontainers")]
+pub mod testcontainers;
 pub mod trace;
 pub mod watch;

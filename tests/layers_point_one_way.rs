@@ -45,6 +45,7 @@ const LAYERS: &[&[&str]] = &[
     // The topology: every stage, built from the pipeline file.
     &["pipeline"],
     &["acls"],
+    &["testcontainers"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
