@@ -89,6 +89,19 @@ step "cargo fmt --check" cargo fmt --check
 # The production binary has no failpoints; the tests pause instances at them.
 step "cargo clippy --lib --bins -D warnings" cargo clippy --lib --bins -- -D warnings
 step "cargo clippy --all-targets --features failpoints" cargo clippy --all-targets --features failpoints -- -D warnings
+# The images the testcontainers tests run (tests/testcontainers_stack.rs): local stand-ins for
+# the official Kafka and registry images (no registry is reachable here), and kubefacts' image
+# of this build's binary, named through the variables the helper reads.
+export KUBEFACTS_KAFKA_IMAGE="${KUBEFACTS_KAFKA_IMAGE:-kubefacts-local/kafka:4.4.0}"
+export KUBEFACTS_REGISTRY_IMAGE="${KUBEFACTS_REGISTRY_IMAGE:-kubefacts-local/apicurio-registry:3.3.3}"
+export KUBEFACTS_IMAGE="${KUBEFACTS_IMAGE:-kubefacts:test}"
+test_images() {
+  ./scripts/image/kafka.sh --no-smoke && ./scripts/image/registry.sh --no-smoke &&
+    # The features cargo test builds the binary with (the dev-dependency adds the last two).
+    cargo build --features failpoints,fixtures,testcontainers --bin kubefacts &&
+    ./scripts/image/build.sh --binary "${CARGO_TARGET_DIR:-target}/debug/kubefacts"
+}
+step "test images (scripts/image/)" test_images
 # Keep cargo's output on the terminal and in a file, to total the results at the end.
 # --no-fail-fast: one red test binary must not hide whether the ones after it pass.
 cargo_test() {
