@@ -117,13 +117,14 @@ pub struct SessionEvent {
     pub pod_namespace: String,
     /// That Pod's name.
     pub pod_name: String,
-    /// When it happened (RFC 3339); default: now.
+    /// When it happened (RFC 3339); default: now. Time only moves forward: an event
+    /// observed before what the stack has already been fed is late.
     pub observed_at: Option<String>,
 }
 
 impl SessionEvent {
     fn args(&self) -> Vec<String> {
-        let mut args = vec![
+        vec![
             "--session-id".to_owned(),
             self.session_id.clone(),
             "--state".to_owned(),
@@ -134,10 +135,6 @@ impl SessionEvent {
             self.pod_namespace.clone(),
             "--pod-name".to_owned(),
             self.pod_name.clone(),
-        ];
-        if let Some(at) = &self.observed_at {
-            args.extend(["--observed-at".to_owned(), at.clone()]);
-        }
-        args
+        ]
     }
 }

@@ -155,104 +155,17 @@ impl StackBuilder {
             startup_timeout: self.startup_timeout,
             progress: self.progress,
             one_shots: AtomicU32::new(0),
+            keep_logs: false,
         };
 
-        // Kafka: the official image's environment convention, one KRaft node.
-        let t = Instant::now();
-        let (port, controller) = (free_port()?, free_port()?);
-        stack.bootstrap = format!("127.0.0.1:{port}");
-        let env = [
-            ("KAFKA_NODE_ID", "1".to_owned()),
-            ("KAFKA_PROCESS_ROLES", "broker,controller".to_owned()),
-            ("KAFKA_LISTENERS", format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}")),
-            ("KAFKA_ADVERTISED_LISTENERS", format!("PLAINTEXT://127.0.0.1:{port}")),
-            ("KAFKA_CONTROLLER_LISTENER_NAMES", "CONTROLLER".to_owned()),
-            ("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT".to_owned()),
-            ("KAFKA_CONTROLLER_QUORUM_VOTERS", format!("1@127.0.0.1:{controller}")),
-            ("KAFKA_INTER_BROKER_LISTENER_NAME", "PLAINTEXT".to_owned()),
-            ("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "1".to_owned()),
-            ("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1".to_owned()),
-            ("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1".to_owned()),
-            ("KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR", "1".to_owned()),
-            ("KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR", "1".to_owned()),
-            ("KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0".to_owned()),
-            // A topic is created with its partitions and policy, never by a first metadata
-            // request with the broker's defaults (one partition).
-            ("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false".to_owned()),
-        ];
-        let image = self.images.kafka.clone();
-        stack.say(&format!("starting Kafka ({image}) on {}", stack.bootstrap));
-        stack
-            .run("kafka", &image, WaitFor::message_on_stdout("Kafka Server started"), &env, &[], Vec::new())
-            .await?;
-        stack.say(&format!("Kafka ready in {:.1} s", t.elapsed().as_secs_f64()));
-
-        // The registry, when asked: Apicurio's Confluent-compatible API.
-        if self.registry {
-            let t = Instant::now();
-            let (http, management) = (free_port()?, free_port()?);
-            let env = [
-                ("QUARKUS_HTTP_HOST", "127.0.0.1".to_owned()),
-                ("QUARKUS_HTTP_PORT", http.to_string()),
-                ("QUARKUS_MANAGEMENT_HOST", "127.0.0.1".to_owned()),
-                ("QUARKUS_MANAGEMENT_PORT", management.to_string()),
-            ];
-            let image = self.images.registry.clone();
-            stack.say(&format!("starting the registry ({image}) on 127.0.0.1:{http}"));
-            stack.run("registry", &image, WaitFor::Nothing, &env, &[], Vec::new()).await?;
-            let url = format!("http://127.0.0.1:{http}/apis/ccompat/v7");
-            stack.wait_http("registry", &format!("{url}/subjects")).await?;
-            stack.registry_url = Some(url);
-            stack.say(&format!("registry ready in {:.1} s", t.elapsed().as_secs_f64()));
+        match stack.start_containers(&self, started).await {
+            Ok(()) => Ok(stack),
+            Err(e) => {
+                // The error names the failing container's log: keep it.
+                stack.keep_logs = true;
+                Err(e)
+            }
         }
-
-        // The input topics, as the watcher would create them.
-        let t = Instant::now();
-        stack.create_input_topics().await?;
-
-        // `kubefacts process`: every stage of the pipeline, creating its outputs.
-        let metrics = free_port()?;
-        stack.metrics_url = format!("http://127.0.0.1:{metrics}");
-        let partitions = stack.partitions.to_string();
-        let mut args = vec![
-            "process",
-            "--config",
-            PIPELINE_PATH,
-            "--bootstrap",
-            &stack.bootstrap,
-            "--instance-id",
-            "stack",
-            "--create-topics",
-            "--partitions",
-            &partitions,
-        ];
-        let metrics_addr = format!("127.0.0.1:{metrics}");
-        args.extend(["--metrics-addr", &metrics_addr]);
-        let registry = stack.registry_url.clone();
-        if let Some(url) = &registry {
-            args.extend(["--registry", url]);
-        }
-        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
-        let image = self.images.kubefacts.clone();
-        stack.say(&format!("starting kubefacts process ({image})"));
-        let mounts = vec![stack.pipeline_mount()];
-        stack
-            .run(
-                "process",
-                &image,
-                WaitFor::message_on_stderr("serving /metrics"),
-                &[("RUST_LOG", "kubefacts=info".into())],
-                &args,
-                mounts,
-            )
-            .await?;
-        stack.wait_http("process", &format!("{}/readyz", stack.metrics_url)).await?;
-        stack.say(&format!(
-            "kubefacts process ready in {:.1} s; stack ready in {:.1} s",
-            t.elapsed().as_secs_f64(),
-            started.elapsed().as_secs_f64()
-        ));
-        Ok(stack)
     }
 }
 
@@ -278,6 +191,8 @@ pub struct KubefactsStack {
     startup_timeout: Duration,
     progress: bool,
     one_shots: AtomicU32,
+    /// Keep the containers' logs when dropped: a start failed.
+    keep_logs: bool,
 }
 
 impl KubefactsStack {
@@ -332,13 +247,20 @@ impl KubefactsStack {
         let copy = self.work.path().join(format!("trace-{}.jsonl", self.next_one_shot()));
         std::fs::copy(trace, &copy).map_err(|source| StackError::Io { path: trace.to_owned(), source })?;
         make_readable(&copy)?;
-        let mut args =
-            vec!["publish", "--input", "/input/trace.jsonl", "--config", PIPELINE_PATH, "--finish"];
+        self.publish(&copy, true).await
+    }
+
+    /// `kubefacts publish` of the readable trace file `trace`, ended when `finish`.
+    async fn publish(&self, trace: &Path, finish: bool) -> Result<(), StackError> {
+        let mut args = vec!["publish", "--input", "/input/trace.jsonl", "--config", PIPELINE_PATH];
+        if finish {
+            args.push("--finish");
+        }
         args.extend(["--bootstrap", &self.bootstrap]);
         if let Some(url) = &self.registry_url {
             args.extend(["--registry", url]);
         }
-        let mounts = vec![self.pipeline_mount(), Mount::bind_mount(path_str(&copy)?, "/input/trace.jsonl")];
+        let mounts = vec![self.pipeline_mount(), Mount::bind_mount(path_str(trace)?, "/input/trace.jsonl")];
         self.one_shot("publish", &args, mounts).await.map(drop)
     }
 
@@ -372,18 +294,38 @@ impl KubefactsStack {
     }
 
     /// One session event, as a host application writes it (`kubefacts session-event`;
-    /// docs/SESSIONS_INPUT.md).
+    /// docs/SESSIONS_INPUT.md), then a [heartbeat](KubefactsStack::heartbeat) at its time,
+    /// as the watcher of a live cluster writes one within 10 s: `[sessions]` processes a
+    /// session once its Pods' topic has passed the session's time. Time only moves forward,
+    /// so publish a trace observed before the event first.
     pub async fn session_event(&self, event: &super::SessionEvent) -> Result<(), StackError> {
+        let at = match &event.observed_at {
+            Some(at) => at.clone(),
+            None => jiff::Timestamp::now().to_string(),
+        };
         let mut args: Vec<String> =
             ["session-event", "--config", PIPELINE_PATH, "--bootstrap", &self.bootstrap]
                 .map(str::to_owned)
                 .to_vec();
         args.extend(event.args());
+        args.extend(["--observed-at".to_owned(), at.clone()]);
         if let Some(url) = &self.registry_url {
             args.extend(["--registry".to_owned(), url.clone()]);
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.one_shot("session-event", &args, vec![self.pipeline_mount()]).await.map(drop)
+        self.one_shot("session-event", &args, vec![self.pipeline_mount()]).await?;
+        self.heartbeat(&at).await
+    }
+
+    /// Moves the cluster's time to `observed_at` (RFC 3339) on every partition of every
+    /// input topic, as the watcher's heartbeat does: what the stages hold back until their
+    /// inputs pass a record's time (a session event, the records after a trace published
+    /// without its end) is then processed.
+    pub async fn heartbeat(&self, observed_at: &str) -> Result<(), StackError> {
+        let line = serde_json::json!({ "type": "HEARTBEAT", "observed_at": observed_at });
+        let trace = self.work.path().join(format!("heartbeat-{}.jsonl", self.next_one_shot()));
+        write_readable(&trace, format!("{line}\n").as_bytes())?;
+        self.publish(&trace, false).await
     }
 
     /// What `kubefacts replay` makes of `trace` with the stack's pipeline and partitions
@@ -427,6 +369,105 @@ impl KubefactsStack {
     /// `kubefacts replay` writes them ([`Replayed::records`] compares with it).
     pub fn fact_records(&self, name: &str) -> Facts<super::FactRecord> {
         Facts::new(self.topic(name), self.bootstrap.clone(), self.codec(), Decoding::Json)
+    }
+
+    /// Starts the containers (Kafka, the registry when asked, `kubefacts process`) and
+    /// creates the input topics.
+    async fn start_containers(&mut self, builder: &StackBuilder, started: Instant) -> Result<(), StackError> {
+        // Kafka: the official image's environment convention, one KRaft node.
+        let t = Instant::now();
+        let (port, controller) = (free_port()?, free_port()?);
+        self.bootstrap = format!("127.0.0.1:{port}");
+        let env = [
+            ("KAFKA_NODE_ID", "1".to_owned()),
+            ("KAFKA_PROCESS_ROLES", "broker,controller".to_owned()),
+            ("KAFKA_LISTENERS", format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}")),
+            ("KAFKA_ADVERTISED_LISTENERS", format!("PLAINTEXT://127.0.0.1:{port}")),
+            ("KAFKA_CONTROLLER_LISTENER_NAMES", "CONTROLLER".to_owned()),
+            ("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT".to_owned()),
+            ("KAFKA_CONTROLLER_QUORUM_VOTERS", format!("1@127.0.0.1:{controller}")),
+            ("KAFKA_INTER_BROKER_LISTENER_NAME", "PLAINTEXT".to_owned()),
+            ("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "1".to_owned()),
+            ("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1".to_owned()),
+            ("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1".to_owned()),
+            ("KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR", "1".to_owned()),
+            ("KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR", "1".to_owned()),
+            ("KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0".to_owned()),
+            // A topic is created with its partitions and policy, never by a first metadata
+            // request with the broker's defaults (one partition).
+            ("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false".to_owned()),
+        ];
+        let image = builder.images.kafka.clone();
+        self.say(&format!("starting Kafka ({image}) on {}", self.bootstrap));
+        self.run("kafka", &image, WaitFor::message_on_stdout("Kafka Server started"), &env, &[], Vec::new())
+            .await?;
+        self.say(&format!("Kafka ready in {:.1} s", t.elapsed().as_secs_f64()));
+
+        // The registry, when asked: Apicurio's Confluent-compatible API.
+        if builder.registry {
+            let t = Instant::now();
+            let (http, management) = (free_port()?, free_port()?);
+            let env = [
+                ("QUARKUS_HTTP_HOST", "127.0.0.1".to_owned()),
+                ("QUARKUS_HTTP_PORT", http.to_string()),
+                ("QUARKUS_MANAGEMENT_HOST", "127.0.0.1".to_owned()),
+                ("QUARKUS_MANAGEMENT_PORT", management.to_string()),
+            ];
+            let image = builder.images.registry.clone();
+            self.say(&format!("starting the registry ({image}) on 127.0.0.1:{http}"));
+            self.run("registry", &image, WaitFor::Nothing, &env, &[], Vec::new()).await?;
+            let url = format!("http://127.0.0.1:{http}/apis/ccompat/v7");
+            self.wait_http("registry", &format!("{url}/subjects")).await?;
+            self.registry_url = Some(url);
+            self.say(&format!("registry ready in {:.1} s", t.elapsed().as_secs_f64()));
+        }
+
+        // The input topics, as the watcher would create them.
+        let t = Instant::now();
+        self.create_input_topics().await?;
+
+        // `kubefacts process`: every stage of the pipeline, creating its outputs.
+        let metrics = free_port()?;
+        self.metrics_url = format!("http://127.0.0.1:{metrics}");
+        let partitions = self.partitions.to_string();
+        let mut args = vec![
+            "process",
+            "--config",
+            PIPELINE_PATH,
+            "--bootstrap",
+            &self.bootstrap,
+            "--instance-id",
+            "stack",
+            "--create-topics",
+            "--partitions",
+            &partitions,
+        ];
+        let metrics_addr = format!("127.0.0.1:{metrics}");
+        args.extend(["--metrics-addr", &metrics_addr]);
+        let registry = self.registry_url.clone();
+        if let Some(url) = &registry {
+            args.extend(["--registry", url]);
+        }
+        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+        let image = builder.images.kubefacts.clone();
+        self.say(&format!("starting kubefacts process ({image})"));
+        let mounts = vec![self.pipeline_mount()];
+        self.run(
+            "process",
+            &image,
+            WaitFor::message_on_stderr("serving /metrics"),
+            &[("RUST_LOG", "kubefacts=info".into())],
+            &args,
+            mounts,
+        )
+        .await?;
+        self.wait_http("process", &format!("{}/readyz", self.metrics_url)).await?;
+        self.say(&format!(
+            "kubefacts process ready in {:.1} s; stack ready in {:.1} s",
+            t.elapsed().as_secs_f64(),
+            started.elapsed().as_secs_f64()
+        ));
+        Ok(())
     }
 
     /// The last `lines` lines each container printed so far.
@@ -609,6 +650,10 @@ impl KubefactsStack {
 
 impl Drop for KubefactsStack {
     fn drop(&mut self) {
+        if self.keep_logs {
+            // The error that ended `start` says where they are.
+            return;
+        }
         if std::thread::panicking() {
             eprintln!(
                 "kubefacts stack {}: a test failed; container logs kept in {}\n{}",
