@@ -11,7 +11,9 @@
 #   cargo fmt --check
 #   cargo clippy --lib --bins -- -D warnings                      (the production build)
 #   cargo clippy --all-targets --features failpoints -- -D warnings
+#   scripts/image/stand-ins.sh                                      (the testcontainers images)
 #   cargo test --all-targets --features failpoints --no-fail-fast "$@"
+#   scripts/image/stack-start.sh --runs 1                           (a stack's start, timed)
 # Server logs stay in files under .cache/run/ (listed on failure), not on stdout.
 # Example: ./scripts/test.sh exactly_once -- --nocapture
 set -euo pipefail
@@ -91,20 +93,24 @@ step "cargo clippy --lib --bins -D warnings" cargo clippy --lib --bins -- -D war
 step "cargo clippy --all-targets --features failpoints" cargo clippy --all-targets --features failpoints -- -D warnings
 # The images the testcontainers tests run (tests/testcontainers_stack.rs): local stand-ins for
 # the official Kafka and registry images (no registry is reachable here), and kubefacts' image
-# of this build's binary, named through the variables the helper reads.
-export KUBEFACTS_KAFKA_IMAGE="${KUBEFACTS_KAFKA_IMAGE:-kubefacts-local/kafka:4.4.0}"
-export KUBEFACTS_REGISTRY_IMAGE="${KUBEFACTS_REGISTRY_IMAGE:-kubefacts-local/apicurio-registry:3.3.3}"
-export KUBEFACTS_IMAGE="${KUBEFACTS_IMAGE:-kubefacts:test}"
+# of this build's binary (kubefacts:test, never the release image's name), named in
+# .cache/image/env for the helper.
+TEST_FEATURES=failpoints,fixtures,testcontainers
 test_images() {
-  ./scripts/image/kafka.sh --no-smoke && ./scripts/image/registry.sh --no-smoke &&
-    # The features cargo test builds the binary with (the dev-dependency adds the last two).
-    cargo build --features failpoints,fixtures,testcontainers --bin kubefacts &&
-    ./scripts/image/build.sh --binary "${CARGO_TARGET_DIR:-target}/debug/kubefacts"
+  # The features cargo test builds the binary with (the dev-dependency adds the last two).
+  cargo build --features "$TEST_FEATURES" --bin kubefacts &&
+    KUBEFACTS_IMAGE="${KUBEFACTS_IMAGE:-kubefacts:test}" \
+      ./scripts/image/stand-ins.sh --binary "${CARGO_TARGET_DIR:-target}/debug/kubefacts"
 }
-step "test images (scripts/image/)" test_images
+step "test images (scripts/image/stand-ins.sh)" test_images
+# shellcheck source=/dev/null
+source .cache/image/env
 # Keep cargo's output on the terminal and in a file, to total the results at the end.
 # --no-fail-fast: one red test binary must not hide whether the ones after it pass.
 cargo_test() {
   cargo test --all-targets --features failpoints --no-fail-fast "$@" 2>&1 | tee .cache/run/cargo-test.log
 }
 step "cargo test --all-targets --features failpoints${*:+ $*}" cargo_test "$@"
+# The start-time figure's machinery (the figures: scripts/image/stack-start.sh --cold, docs/TESTING_DOWNSTREAM.md).
+step "stack start, warm, 1 run (scripts/image/stack-start.sh)" \
+  ./scripts/image/stack-start.sh --runs 1 --features "$TEST_FEATURES" --binary "${CARGO_TARGET_DIR:-target}/debug/kubefacts"

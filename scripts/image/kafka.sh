@@ -31,7 +31,7 @@ case "${1:-}" in
 *) fail usage "unknown argument '$1' (usage: kafka.sh [--no-smoke])" ;;
 esac
 
-IMAGE="${KUBEFACTS_KAFKA_IMAGE:-kubefacts-local/kafka:$KAFKA_VERSION}"
+IMAGE="$KAFKA_STAND_IN"
 # A local build never takes the official name: a machine that later reaches Docker Hub must
 # not mistake this stand-in for the real image (or the real one for this).
 case "$IMAGE" in

@@ -14,6 +14,9 @@ LOG_PREFIX="image-$COMPONENT"
 FAIL_TAIL_LINES=40
 
 BASE_IMAGE="${KUBEFACTS_BASE_IMAGE:-kubefacts-local/debian:bookworm}"
+# The stand-ins' names: the variables the testcontainers helper reads (src/testcontainers/images.rs).
+KAFKA_STAND_IN="${KUBEFACTS_KAFKA_IMAGE:-kubefacts-local/kafka:$KAFKA_VERSION}"
+REGISTRY_STAND_IN="${KUBEFACTS_REGISTRY_IMAGE:-kubefacts-local/apicurio-registry:$APICURIO_VERSION}"
 WORK="$CACHE_DIR/image/$COMPONENT"
 # The recipe label: a build is skipped when the image carries the same one.
 RECIPE_LABEL=io.kubefacts.recipe

@@ -35,7 +35,7 @@ case "${1:-}" in
 *) fail usage "unknown argument '$1' (usage: registry.sh [--no-smoke])" ;;
 esac
 
-IMAGE="${KUBEFACTS_REGISTRY_IMAGE:-kubefacts-local/apicurio-registry:$APICURIO_VERSION}"
+IMAGE="$REGISTRY_STAND_IN"
 # A local build never takes the official name: a machine that later reaches Docker Hub must
 # not mistake this stand-in for the real image (or the real one for this).
 case "$IMAGE" in
