@@ -11,6 +11,7 @@
 #   cargo fmt --check
 #   cargo clippy --lib --bins -- -D warnings                      (the production build)
 #   cargo clippy --all-targets --features failpoints -- -D warnings
+#   cargo doc --no-deps --features testcontainers                   (RUSTDOCFLAGS=-D warnings)
 #   scripts/image/stand-ins.sh                                      (the testcontainers images)
 #   cargo test --all-targets --features failpoints --no-fail-fast "$@"
 #   scripts/image/stack-start.sh --runs 1                           (a stack's start, timed)
@@ -91,6 +92,9 @@ step "cargo fmt --check" cargo fmt --check
 # The production binary has no failpoints; the tests pause instances at them.
 step "cargo clippy --lib --bins -D warnings" cargo clippy --lib --bins -- -D warnings
 step "cargo clippy --all-targets --features failpoints" cargo clippy --all-targets --features failpoints -- -D warnings
+# The API documentation, the testcontainers helper's included (its example is
+# examples/consumer_test.rs, compiled with the tests): no broken links.
+step "cargo doc --features testcontainers" env RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps --features testcontainers
 # The images the testcontainers tests run (tests/testcontainers_stack.rs): local stand-ins for
 # the official Kafka and registry images (no registry is reachable here), and kubefacts' image
 # of this build's binary (kubefacts:test, never the release image's name), named in

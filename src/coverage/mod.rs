@@ -13,7 +13,7 @@
 //!
 //! The folder has the shape of every processor folder: [`config`] (settings), [`model`]
 //! (the alert records), [`state`] (what the stores keep), [`wiring`] (inputs, ports,
-//! counted events), the processor here, and its parts: [`judge`] (the verdict), [`lease`]
+//! counted events), the processor here, and its parts: [`mod@judge`] (the verdict), [`lease`]
 //! (coverage of the manager's Lease), [`schedule`] (cron evaluation).
 
 pub mod config;

@@ -8,7 +8,7 @@
 //! the rest never reached memory ([`MinimizeConfig::kept_keys`] names the labels and
 //! annotations kept).
 //!
-//! [`openapi`] (tests and benchmarks only) is the same from whole k8s-openapi objects, as
+//! `openapi` (tests and benchmarks only) is the same from whole k8s-openapi objects, as
 //! it was before decoding was allowlisted: the reference the decoded path is checked and
 //! measured against.
 
