@@ -9,7 +9,7 @@ use std::{
 
 use rdkafka::{
     ClientContext,
-    admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication},
+    admin::{AdminClient, AdminOptions, ConfigResourceResult, NewTopic, ResourceSpecifier, TopicReplication},
     error::{KafkaError, RDKafkaErrorCode},
     metadata::Metadata,
 };
@@ -20,6 +20,12 @@ use crate::brokers::describe_refused;
 /// How long one admin request (metadata, create, describe) may take, and how long
 /// [`ensure_topics`] waits for created topics to show up in metadata.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A denied `describe_configs` is asked once more after this long: a broker that restarted
+/// moments ago can deny (or answer no entries) before it has loaded the ACLs, which failed a
+/// rolling restart in CI. A second denial is final, so a principal without the ACL still
+/// fails within seconds.
+const DENIED_RETRY_AFTER: Duration = Duration::from_secs(3);
 
 /// Why the topics are not usable as they are.
 #[derive(Debug, Error)]
@@ -362,13 +368,8 @@ async fn verify<C: ClientContext>(
     if specs.is_empty() {
         return Ok(drift);
     }
-    let resources: Vec<_> = specs.iter().map(|s| ResourceSpecifier::Topic(&s.name)).collect();
-    let opts = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
-    let results = admin
-        .describe_configs(&resources, &opts)
-        .await
-        .map_err(|source| TopicsError::Kafka { operation: "describe configs", source })?;
-    // librdkafka returns the results in request order.
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    let results = describe_topic_configs(admin, &names).await?;
     for (s, result) in specs.iter().zip(results) {
         let config = result.map_err(|code| TopicsError::DescribeConfigs { topic: s.name.clone(), code })?;
         // A principal without DESCRIBE_CONFIGS on the topic gets no error, only no entries.
@@ -423,12 +424,7 @@ pub async fn retention_ms<C: ClientContext>(
     admin: &AdminClient<C>,
     topics: &[&str],
 ) -> Result<BTreeMap<String, i64>, TopicsError> {
-    let resources: Vec<_> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
-    let opts = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
-    let results = admin
-        .describe_configs(&resources, &opts)
-        .await
-        .map_err(|source| TopicsError::Kafka { operation: "describe configs", source })?;
+    let results = describe_topic_configs(admin, topics).await?;
     let mut out = BTreeMap::new();
     for (topic, result) in topics.iter().zip(results) {
         let config =
@@ -446,14 +442,40 @@ pub async fn max_message_bytes<C: ClientContext>(
     admin: &AdminClient<C>,
     topic: &str,
 ) -> Result<Option<usize>, TopicsError> {
-    let opts = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
-    let results = admin
-        .describe_configs(&[ResourceSpecifier::Topic(topic)], &opts)
-        .await
-        .map_err(|source| TopicsError::Kafka { operation: "describe configs", source })?;
+    let results = describe_topic_configs(admin, &[topic]).await?;
     let Some(result) = results.into_iter().next() else { return Ok(None) };
     let config = result.map_err(|code| TopicsError::DescribeConfigs { topic: topic.to_owned(), code })?;
     Ok(config.get("max.message.bytes").and_then(|e| e.value.as_deref()?.parse().ok()))
+}
+
+/// `describe_configs` of `topics`, the results in request order (librdkafka keeps it), asked
+/// once more after [`DENIED_RETRY_AFTER`] when any topic was denied.
+async fn describe_topic_configs<C: ClientContext>(
+    admin: &AdminClient<C>,
+    topics: &[&str],
+) -> Result<Vec<ConfigResourceResult>, TopicsError> {
+    let resources: Vec<_> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
+    let opts = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
+    let mut asked_again = false;
+    loop {
+        let results = admin
+            .describe_configs(&resources, &opts)
+            .await
+            .map_err(|source| TopicsError::Kafka { operation: "describe configs", source })?;
+        if asked_again || !results.iter().any(denied) {
+            return Ok(results);
+        }
+        asked_again = true;
+        tokio::time::sleep(DENIED_RETRY_AFTER).await;
+    }
+}
+
+/// A denial: the error, or (for a principal without DESCRIBE_CONFIGS) no entries.
+fn denied(result: &ConfigResourceResult) -> bool {
+    match result {
+        Ok(config) => config.entries.is_empty(),
+        Err(code) => *code == RDKafkaErrorCode::TopicAuthorizationFailed,
+    }
 }
 
 /// Whether a `cleanup.policy` value (a list such as `compact,delete`) is exactly `expected`.
@@ -516,6 +538,26 @@ fn shell_word(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_denial_is_an_authorization_error_or_no_entries() {
+        use rdkafka::admin::{ConfigEntry, ConfigResource, ConfigSource, OwnedResourceSpecifier};
+        let config = |entries: Vec<ConfigEntry>| -> ConfigResourceResult {
+            Ok(ConfigResource { specifier: OwnedResourceSpecifier::Topic("t".into()), entries })
+        };
+        let entry = ConfigEntry {
+            name: "cleanup.policy".into(),
+            value: Some("delete".into()),
+            source: ConfigSource::Default,
+            is_read_only: false,
+            is_default: true,
+            is_sensitive: false,
+        };
+        assert!(denied(&config(Vec::new())));
+        assert!(!denied(&config(vec![entry])));
+        assert!(denied(&Err(RDKafkaErrorCode::TopicAuthorizationFailed)));
+        assert!(!denied(&Err(RDKafkaErrorCode::UnknownTopicOrPartition)));
+    }
 
     #[test]
     fn copartitioned_groups_pass_and_mismatches_name_every_count() {
