@@ -519,52 +519,18 @@ async fn replay_inputs(world: &Deployed, out: &Path) {
 /// Every record of an input topic (an empty topic when the watcher created none), with
 /// the heartbeat header read as the runtime reads it.
 fn input_log(bootstrap: &str, topic: &str, partitions: i32) -> MemTopic {
-    use rdkafka::{
-        Message, Offset, TopicPartitionList,
-        consumer::{BaseConsumer, Consumer},
-        message::Headers,
-    };
     let mut log = MemTopic::new(topic, partitions);
-    if !topic_exists(bootstrap, topic) {
-        return log;
-    }
-    let consumer: BaseConsumer = support::client_config(bootstrap)
-        .set("isolation.level", "read_committed")
-        .set("group.id", unique_name("chart-replay"))
-        .set("enable.partition.eof", "true")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
-    }
-    consumer.assign(&tpl).unwrap();
-    let (mut eof, deadline) = (0, Instant::now() + Duration::from_secs(60));
-    while eof < partitions {
-        assert!(Instant::now() < deadline, "reading {topic} took over 60 s");
-        match consumer.poll(Duration::from_secs(1)) {
-            Some(Ok(m)) => {
-                let header = m
-                    .headers()
-                    .is_some_and(|h| h.iter().any(|h| h.key == kubefacts::runtime::HEARTBEAT_HEADER));
-                let value = m.payload().map(<[u8]>::to_vec);
-                log.append(
-                    m.partition(),
-                    LogRecord {
-                        key: m.key().map(<[u8]>::to_vec),
-                        heartbeat: header && value.is_none(),
-                        beat: header && value.is_some(),
-                        value,
-                        timestamp_ms: m.timestamp().to_millis().unwrap(),
-                        writer: Writer::SOLE,
-                    },
-                );
-            }
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => eof += 1,
-            Some(Err(e)) => panic!("reading {topic}: {e}"),
-            None => {}
-        }
+    let client = support::client_config(bootstrap);
+    let timeout = Duration::from_secs(60);
+    let records = kubefacts::runtime::kafka::bystander::read_to_end(client, "chart-replay", topic, timeout)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_default();
+    for r in records {
+        let (heartbeat, beat) = (r.is_forwarded_heartbeat(), r.heartbeat_header && r.value.is_some());
+        let timestamp_ms = r.timestamp_ms.expect("a record's timestamp");
+        let record =
+            LogRecord { key: r.key, value: r.value, heartbeat, beat, timestamp_ms, writer: Writer::SOLE };
+        log.append(r.partition, record);
     }
     log
 }

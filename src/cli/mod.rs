@@ -3,7 +3,6 @@
 mod acls;
 mod alerts;
 mod cleaner;
-mod consume;
 mod demo;
 mod kafka;
 mod observed;

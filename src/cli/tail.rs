@@ -14,9 +14,12 @@ use clap::{Args, ValueEnum};
 use rdkafka::{Message, Offset};
 use serde_json::json;
 
-use kubefacts::codec::{
-    Framing,
-    json::{Timestamps, to_json},
+use kubefacts::{
+    codec::{
+        Framing,
+        json::{Timestamps, to_json},
+    },
+    runtime::kafka::bystander,
 };
 
 /// Arguments of `kubefacts tail`.
@@ -62,12 +65,14 @@ pub(super) async fn run(args: TailArgs) -> anyhow::Result<()> {
     let codec = args.kafka.codec()?;
     let pipeline = super::load_pipeline(args.config.as_deref())?;
     let brokers = args.kafka.brokers(&pipeline.kafka)?;
-    let consumer = super::consume::committed_consumer(&brokers, "tail", false)?;
-    let Some(partitions) = super::consume::partitions_of(&consumer, &args.topic, &brokers)? else {
+    let consumer = bystander::committed_consumer(&brokers, "tail", false)?;
+    let Some(partitions) =
+        tokio::task::block_in_place(|| bystander::partitions_of(&consumer, &args.topic, &brokers))?
+    else {
         bail!("topic {} does not exist on {}", args.topic, args.kafka.bootstrap);
     };
     let start = if args.from_beginning { Offset::Beginning } else { Offset::End };
-    super::consume::assign(&consumer, &[(args.topic.clone(), partitions)], start)?;
+    tokio::task::block_in_place(|| bystander::assign(&consumer, &[(args.topic.clone(), partitions)], start))?;
 
     let ts = match args.timestamps {
         TimestampFormat::Rfc3339 => Timestamps::Rfc3339,
@@ -91,7 +96,7 @@ pub(super) async fn run(args: TailArgs) -> anyhow::Result<()> {
         };
         let msg = msg.context("consuming")?;
         seen += 1;
-        if super::consume::is_forwarded_heartbeat(&msg) {
+        if bystander::is_forwarded_heartbeat(&msg) {
             heartbeats += 1;
             continue;
         }

@@ -6,17 +6,18 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rdkafka::{
-    ClientConfig, Message, Offset, TopicPartitionList,
-    consumer::{BaseConsumer, Consumer},
-    message::Headers,
+use super::{FactRecord, StackError};
+use crate::{
+    brokers::Brokers,
+    codec::{
+        Codec,
+        json::{Timestamps, to_json},
+    },
+    runtime::kafka::bystander,
 };
 
-use super::{FactRecord, StackError};
-use crate::codec::{
-    Codec,
-    json::{Timestamps, to_json},
-};
+/// How long reading a topic to its end may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How records are handed back (chosen by [`super::KubefactsStack::facts`] and
 /// [`super::KubefactsStack::fact_records`]).
@@ -159,45 +160,16 @@ impl<T: serde::de::DeserializeOwned> Fact for T {
     }
 }
 
-/// Every committed record of `topic` with a value, partition then offset.
+/// Every committed record of `topic` with a value (no tombstone, no forwarded stream time),
+/// partition then offset; none when the topic does not exist yet.
 fn read_committed(bootstrap: &str, topic: &str) -> Result<Vec<RawRecord>, StackError> {
-    let kafka = |e: rdkafka::error::KafkaError| StackError::Kafka(format!("reading {topic}: {e}"));
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", format!("kubefacts-stack-reader-{}", std::process::id()))
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .set("enable.auto.commit", "false")
-        .create()
-        .map_err(kafka)?;
-    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).map_err(kafka)?;
-    let partitions = metadata.topics().first().map_or(0, |t| t.partitions().len() as i32);
-    if partitions == 0 {
-        return Ok(Vec::new());
-    }
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(topic, p, Offset::Beginning).map_err(kafka)?;
-    }
-    consumer.assign(&tpl).map_err(kafka)?;
-    let (mut out, mut eof, deadline) = (Vec::new(), 0, Instant::now() + Duration::from_secs(60));
-    while eof < partitions {
-        if Instant::now() > deadline {
-            return Err(StackError::Kafka(format!("reading {topic} to its end took over 60 s")));
-        }
-        match consumer.poll(Duration::from_millis(500)) {
-            Some(Ok(m)) => {
-                let heartbeat =
-                    m.headers().is_some_and(|h| h.iter().any(|h| h.key == crate::runtime::HEARTBEAT_HEADER));
-                if let (Some(value), false) = (m.payload(), heartbeat && m.payload().is_none()) {
-                    out.push((m.partition(), m.offset(), m.key().map(<[u8]>::to_vec), value.to_vec()));
-                }
-            }
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => eof += 1,
-            Some(Err(e)) => return Err(kafka(e)),
-            None => {}
-        }
-    }
-    out.sort_by_key(|(p, o, _, _)| (*p, *o));
-    Ok(out.into_iter().map(|(_, _, key, value)| RawRecord { key, value }).collect())
+    let records =
+        bystander::read_to_end(Brokers::plaintext(bootstrap).client(), "stack-reader", topic, READ_TIMEOUT)
+            .map_err(|e| StackError::Kafka(e.to_string()))?
+            .unwrap_or_default();
+    Ok(records
+        .into_iter()
+        .filter(|r| !r.is_forwarded_heartbeat())
+        .filter_map(|r| Some(RawRecord { key: r.key, value: r.value? }))
+        .collect())
 }

@@ -343,42 +343,25 @@ pub struct Committed {
 /// Like [`read_topic`] (committed, heartbeats left out, partition then offset order), but
 /// tombstones stay `None` and timestamps are kept. Panics when the topic does not exist.
 pub fn read_records(bootstrap: &str, topic: &str) -> Vec<Committed> {
-    use rdkafka::consumer::BaseConsumer;
-    let consumer: BaseConsumer = client_config(bootstrap)
-        .set("isolation.level", "read_committed")
-        .set("group.id", unique_name("read-records"))
-        .set("enable.partition.eof", "true")
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("a consumer");
-    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("topic metadata");
-    let partitions = md.topics()[0].partitions().len() as i32;
-    assert!(partitions > 0, "topic {topic} does not exist");
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(topic, p, Offset::Beginning).expect("partition");
-    }
-    consumer.assign(&tpl).expect("assign");
-    let (mut out, mut eof) = (Vec::new(), 0);
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while eof < partitions {
-        assert!(std::time::Instant::now() < deadline, "reading {topic} took over 120 s");
-        match consumer.poll(Duration::from_secs(1)) {
-            Some(Ok(m)) if is_heartbeat(&m) => {}
-            Some(Ok(m)) => out.push(Committed {
-                partition: m.partition(),
-                offset: m.offset(),
-                key: m.key().map(<[u8]>::to_vec),
-                value: m.payload().map(<[u8]>::to_vec),
-                timestamp: m.timestamp().to_millis(),
-            }),
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => eof += 1,
-            Some(Err(e)) => panic!("reading {topic}: {e}"),
-            None => {}
-        }
-    }
-    out.sort_by_key(|r| (r.partition, r.offset));
-    out
+    let timeout = Duration::from_secs(120);
+    kubefacts::runtime::kafka::bystander::read_to_end(
+        client_config(bootstrap),
+        "read-records",
+        topic,
+        timeout,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .unwrap_or_else(|| panic!("topic {topic} does not exist"))
+    .into_iter()
+    .filter(|r| !r.is_forwarded_heartbeat())
+    .map(|r| Committed {
+        partition: r.partition,
+        offset: r.offset,
+        key: r.key,
+        value: r.value,
+        timestamp: r.timestamp_ms,
+    })
+    .collect()
 }
 
 /// One stage's consumer group and its co-partitioned inputs.

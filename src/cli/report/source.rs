@@ -13,7 +13,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value as Json;
 
 use super::summary::Facts;
-use crate::cli::{consume, progress::Progress};
+use crate::cli::progress::Progress;
 use kubefacts::{
     brokers::Brokers,
     cleanup::CleanupDecision,
@@ -21,6 +21,7 @@ use kubefacts::{
     config::TopicsConfig,
     coverage::CoverageAlert,
     journal::{JobRun, JobRunWindowPart},
+    runtime::kafka::bystander,
     sessions::{OwnerRetainedCompute, SessionProjection},
 };
 
@@ -326,10 +327,12 @@ pub(crate) async fn from_kafka(
     let mut reading = Vec::new();
     for topic in FactTopic::ALL {
         let name = topic.name(topics);
-        let consumer = consume::committed_consumer(brokers, "report", true)?;
-        match consume::partitions_of(&consumer, &name, brokers)? {
+        let consumer = bystander::committed_consumer(brokers, "report", true)?;
+        match tokio::task::block_in_place(|| bystander::partitions_of(&consumer, &name, brokers))? {
             Some(partitions) => {
-                let assigned = consume::assign(&consumer, &[(name.clone(), partitions)], Offset::Beginning)?;
+                let assigned = tokio::task::block_in_place(|| {
+                    bystander::assign(&consumer, &[(name.clone(), partitions)], Offset::Beginning)
+                })?;
                 reading.push((topic, name, consumer, assigned));
             }
             None => collector.read.missing.push(name),
@@ -362,7 +365,7 @@ pub(crate) async fn from_kafka(
             };
             seen += 1;
             progress.update(seen, seen);
-            if consume::is_forwarded_heartbeat(&msg) {
+            if bystander::is_forwarded_heartbeat(&msg) {
                 continue;
             }
             let position = (i64::from(msg.partition()), msg.offset());

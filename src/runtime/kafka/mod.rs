@@ -26,6 +26,7 @@
 //! * `read`: a consumed record's envelope, its admission and the record waiting in a gate.
 //! * `assign`: rebalances, the tasks an assignment creates and their gate lanes.
 //! * `restore`: changelog restore.
+//! * [`bystander`]: reading topics as a bystander (read_committed, never committing).
 //! * `globals`: the stream thread's one reader of every stage's global inputs, handing
 //!   each record to the tasks that need it.
 //! * `flow`: bounded buffers (pausing what the tasks hold enough of).
@@ -35,6 +36,7 @@
 //! * `spans`: the `process` and `emit` tracing spans.
 
 mod assign;
+pub mod bystander;
 mod config;
 mod flow;
 mod globals;
