@@ -175,7 +175,8 @@ async fn status(port: u16, path: &str) -> u16 {
 async fn the_chart_installs_and_its_workloads_run_from_the_image() {
     let (c, infra, d) = (cluster(), infra(), docker());
     let t0 = Instant::now();
-    let image = d.image_of_this_build();
+    let test_image = d.image_of_this_build();
+    let image = test_image.name.clone();
     eprintln!("image {image} built in {:.1} s", t0.elapsed().as_secs_f64());
     let (repository, tag) = image.split_once(':').unwrap();
 

@@ -6,7 +6,6 @@
 use std::{
     path::{Path, PathBuf},
     process::Command,
-    sync::OnceLock,
 };
 
 use serde_json::Value;
@@ -18,6 +17,20 @@ use super::{k8s::Cluster, repo_path, unique_name};
 pub struct Docker {
     /// `unix://…` of the private daemon.
     pub host: String,
+}
+
+/// An image a test built ([`Docker::image_of_this_build`]), removed when dropped.
+#[derive(Debug)]
+pub struct TestImage {
+    /// `name:tag`.
+    pub name: String,
+    docker: Docker,
+}
+
+impl Drop for TestImage {
+    fn drop(&mut self) {
+        let _ = self.docker.cli(&["rmi", "-f", &self.name]);
+    }
 }
 
 pub fn docker() -> Docker {
@@ -49,28 +62,25 @@ impl Docker {
         }
     }
 
-    /// The image of this build's `kubefacts` binary, built once per test binary by
-    /// `scripts/image/build.sh --binary` (the Dockerfile's `prebuilt` target on the Debian base).
-    pub fn image_of_this_build(&self) -> String {
-        static IMAGE: OnceLock<String> = OnceLock::new();
-        IMAGE
-            .get_or_init(|| {
-                let image = format!("kubefacts:test-{}", std::process::id());
-                let out = Command::new(repo_path("scripts/image/build.sh"))
-                    .args(["--quiet", "--binary", env!("CARGO_BIN_EXE_kubefacts")])
-                    .env("DOCKER_HOST", &self.host)
-                    .env("KUBEFACTS_IMAGE", &image)
-                    .output()
-                    .expect("cannot run scripts/image/build.sh");
-                assert!(
-                    out.status.success(),
-                    "scripts/image/build.sh failed:\n{}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                image
-            })
-            .clone()
+    /// The image of this build's `kubefacts` binary, built by `scripts/image/build.sh
+    /// --binary` (the Dockerfile's `prebuilt` target on the Debian base) under a name of this
+    /// process's own, and removed again when the returned value drops (every run left one
+    /// behind before).
+    pub fn image_of_this_build(&self) -> TestImage {
+        let name = format!("kubefacts:test-{}", std::process::id());
+        let out = Command::new(repo_path("scripts/image/build.sh"))
+            .args(["--quiet", "--binary", env!("CARGO_BIN_EXE_kubefacts")])
+            .env("DOCKER_HOST", &self.host)
+            .env("KUBEFACTS_IMAGE", &name)
+            .output()
+            .expect("cannot run scripts/image/build.sh");
+        assert!(
+            out.status.success(),
+            "scripts/image/build.sh failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        TestImage { name, docker: self.clone() }
     }
 
     /// Starts a container; it is removed when the returned value drops.
