@@ -4,11 +4,10 @@
 
 use std::{path::PathBuf, sync::Arc};
 
-use anyhow::Context;
 use clap::Args;
 
 use kubefacts::{
-    metrics::{Metrics, MetricsServer},
+    metrics::Metrics,
     observe::{Observer, model::Source},
     watch::{Publisher, WatchStats, WatcherHealth, watcher},
 };
@@ -51,16 +50,13 @@ pub(super) async fn run(args: WatchArgs) -> anyhow::Result<()> {
         Arc::new(WatchStats { health: WatcherHealth::new(metrics.health()), ..WatchStats::default() });
 
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    if let Some(addr) = &args.metrics_addr {
-        let addr = addr.parse().with_context(|| format!("metrics address {addr:?}"))?;
-        metrics.add_watcher(Arc::clone(&stats));
-        let server = MetricsServer::bind(addr).await?;
-        tracing::info!(addr = %server.local_addr(), "serving /metrics");
-        let mut stopped = stop.clone();
-        tokio::spawn(server.serve(Arc::new(metrics), async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        }));
-    }
+    metrics.add_watcher(Arc::clone(&stats));
+    let stop_metrics = super::serve_metrics(args.metrics_addr.as_ref(), metrics).await?;
+    let mut stopped = stop.clone();
+    tokio::spawn(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+        let _ = stop_metrics.send(());
+    });
     tokio::spawn(async move {
         let mut sigterm = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(s) => s,
