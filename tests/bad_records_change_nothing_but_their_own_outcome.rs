@@ -424,7 +424,7 @@ fn bad_records_change_nothing_but_their_own_outcome() {
     produced.extend(produce(&rt, bootstrap, &topic, after));
     let bad_times = [past, present, future];
     let last_beat = (read_records(bootstrap, &jobs).iter())
-        .filter_map(|r| r.timestamp)
+        .filter_map(|r| r.timestamp_ms)
         .filter(|t| !bad_times.contains(t))
         .max()
         .unwrap();

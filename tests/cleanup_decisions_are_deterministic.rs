@@ -519,7 +519,7 @@ struct Rec {
 fn read_all(bootstrap: &str, topic: &str) -> Vec<Rec> {
     support::read_records(bootstrap, topic)
         .into_iter()
-        .map(|r| Rec { partition: r.partition, key: r.key, value: r.value, timestamp: r.timestamp })
+        .map(|r| Rec { partition: r.partition, key: r.key, value: r.value, timestamp: r.timestamp_ms })
         .collect()
 }
 

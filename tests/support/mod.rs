@@ -326,19 +326,7 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<ReadRecord> {
 }
 
 /// One committed record with its value as it is (`None`: a tombstone).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Committed {
-    /// Partition.
-    pub partition: i32,
-    /// Offset.
-    pub offset: i64,
-    /// Key bytes.
-    pub key: Option<Vec<u8>>,
-    /// Value bytes; `None` for a tombstone.
-    pub value: Option<Vec<u8>>,
-    /// Timestamp, epoch ms.
-    pub timestamp: Option<i64>,
-}
+pub use kubefacts::runtime::kafka::bystander::CommittedRecord as Committed;
 
 /// Like [`read_topic`] (committed, heartbeats left out, partition then offset order), but
 /// tombstones stay `None` and timestamps are kept. Panics when the topic does not exist.
@@ -354,13 +342,6 @@ pub fn read_records(bootstrap: &str, topic: &str) -> Vec<Committed> {
     .unwrap_or_else(|| panic!("topic {topic} does not exist"))
     .into_iter()
     .filter(|r| !r.is_forwarded_heartbeat())
-    .map(|r| Committed {
-        partition: r.partition,
-        offset: r.offset,
-        key: r.key,
-        value: r.value,
-        timestamp: r.timestamp_ms,
-    })
     .collect()
 }
 
