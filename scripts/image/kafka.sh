@@ -24,28 +24,7 @@ COMPONENT=kafka
 # shellcheck source=scripts/image/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-SMOKE=1
-case "${1:-}" in
-"") ;;
---no-smoke) SMOKE=0 ;;
-*) fail usage "unknown argument '$1' (usage: kafka.sh [--no-smoke])" ;;
-esac
-
-IMAGE="$KAFKA_STAND_IN"
-# A local build never takes the official name: a machine that later reaches Docker Hub must
-# not mistake this stand-in for the real image (or the real one for this).
-case "$IMAGE" in
-apache/kafka:* | */apache/kafka:*) fail usage "KUBEFACTS_KAFKA_IMAGE=$IMAGE is the official image's name; build the stand-in under another (default kubefacts-local/...)" ;;
-esac
-RECIPE_DIR="$REPO_ROOT/deploy/testcontainers/kafka"
-LOG="$WORK/build.log"
-INSTALL_LOG_DIR="$WORK"
-mkdir -p "$WORK"
-: >"$LOG"
-T_ALL="$(now)"
-
-"$DOCKER_SCRIPTS/up.sh" --quiet
-ensure_base_image "$BASE_IMAGE" "$CACHE_DIR/image" "$LOG"
+stand_in_begin "$@"
 
 t0="$(now)"
 prepare_kafka
@@ -70,21 +49,7 @@ for line in sys.stdin:
         print(tool + "=" + cls, end=" ")
 ' "$context/libs")"
 [[ -z "$missing" ]] || fail "$COMPONENT image" "classes missing from the kafka $KAFKA_VERSION jars: $missing"
-base_id="$(docker_cli image inspect --format '{{.Id}}' "$BASE_IMAGE")"
-recipe="$(context_recipe "$context" "base $base_id" "kafka $KAFKA_VERSION")"
-build_if_changed "$IMAGE" "$context/Dockerfile" "$context" "$recipe" "$LOG" \
-  "BASE_IMAGE=$BASE_IMAGE" "KAFKA_VERSION=$KAFKA_VERSION"
-rm -rf "$context"
-if [[ "$BUILT" == 1 ]]; then
-  info "$IMAGE built in $(elapsed "$t0") s ($(image_size_mib "$IMAGE") MiB)"
-else
-  info "$IMAGE: cached, recipe unchanged (checked in $(elapsed "$t0") s; $(image_size_mib "$IMAGE") MiB)"
-fi
-
-if [[ "$SMOKE" == 0 ]]; then
-  info "all in $(elapsed "$T_ALL") s (no smoke run)"
-  exit 0
-fi
+stand_in_build "$context" "$t0" "kafka $KAFKA_VERSION" "KAFKA_VERSION=$KAFKA_VERSION"
 
 # smoke MODE: MODE is "cmd" (the image's CMD) or "testcontainers" (the module's way).
 smoke() {

@@ -58,6 +58,58 @@ build_if_changed() {
 # image_size_mib IMAGE
 image_size_mib() { echo $(($(docker_cli image inspect --format '{{.Size}}' "$1") / 1024 / 1024)); }
 
+# stand_in_begin ARGS...: the start both stand-in scripts share: [--no-smoke] (sets SMOKE),
+# IMAGE (never an official name: a machine that later reaches Docker Hub must not mistake a
+# stand-in for the real image, or the real one for it), RECIPE_DIR, LOG, T_ALL, this
+# checkout's dockerd and the Debian base.
+stand_in_begin() {
+  local official variable
+  case "$COMPONENT" in
+  kafka) IMAGE="$KAFKA_STAND_IN" official=apache/kafka variable=KUBEFACTS_KAFKA_IMAGE ;;
+  registry) IMAGE="$REGISTRY_STAND_IN" official=apicurio/apicurio-registry variable=KUBEFACTS_REGISTRY_IMAGE ;;
+  *) fail usage "stand_in_begin: no stand-in named '$COMPONENT'" ;;
+  esac
+  SMOKE=1
+  case "${1:-}" in
+  "") ;;
+  --no-smoke) SMOKE=0 ;;
+  *) fail usage "unknown argument '$1' (usage: $COMPONENT.sh [--no-smoke])" ;;
+  esac
+  case "$IMAGE" in
+  "$official":* | */"$official":*) fail usage "$variable=$IMAGE is the official image's name; build the stand-in under another (default kubefacts-local/...)" ;;
+  esac
+  RECIPE_DIR="$REPO_ROOT/deploy/testcontainers/$COMPONENT"
+  LOG="$WORK/build.log"
+  INSTALL_LOG_DIR="$WORK"
+  mkdir -p "$WORK"
+  : >"$LOG"
+  T_ALL="$(now)"
+  "$DOCKER_SCRIPTS/up.sh" --quiet
+  ensure_base_image "$BASE_IMAGE" "$CACHE_DIR/image" "$LOG"
+}
+
+# stand_in_build CONTEXT T0 RECIPE-EXTRAS BUILD-ARGS...: builds IMAGE from CONTEXT unless its
+# recipe (the context, the base image's id and RECIPE-EXTRAS: versions, one per line) is
+# unchanged, removes CONTEXT, says what it did since T0, and ends the script here with
+# --no-smoke.
+stand_in_build() {
+  local context="$1" t0="$2" extras="$3" base_id recipe
+  shift 3
+  base_id="$(docker_cli image inspect --format '{{.Id}}' "$BASE_IMAGE")"
+  recipe="$(context_recipe "$context" "base $base_id" "$extras")"
+  build_if_changed "$IMAGE" "$context/Dockerfile" "$context" "$recipe" "$LOG" "BASE_IMAGE=$BASE_IMAGE" "$@"
+  rm -rf "$context"
+  if [[ "$BUILT" == 1 ]]; then
+    info "$IMAGE built in $(elapsed "$t0") s ($(image_size_mib "$IMAGE") MiB)"
+  else
+    info "$IMAGE: cached, recipe unchanged (checked in $(elapsed "$t0") s; $(image_size_mib "$IMAGE") MiB)"
+  fi
+  if [[ "$SMOKE" == 0 ]]; then
+    info "all in $(elapsed "$T_ALL") s (no smoke run)"
+    exit 0
+  fi
+}
+
 # The smoke container: one at a time, removed on exit (also on failure, after its log tail
 # has been printed by smoke_fail).
 SMOKE_CONTAINER=""

