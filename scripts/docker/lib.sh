@@ -38,6 +38,12 @@ dockerd_pid() {
   fi
 }
 
+# The images every image script shares: the Debian base, and kubefacts' own, tagged with the
+# crate's version unless KUBEFACTS_IMAGE names it.
+BASE_IMAGE="${KUBEFACTS_BASE_IMAGE:-kubefacts-local/debian:bookworm}"
+crate_version() { awk -F'"' '/^version = / { print $2; exit }' "$REPO_ROOT/Cargo.toml"; }
+kubefacts_image() { printf '%s\n' "${KUBEFACTS_IMAGE:-kubefacts:$(crate_version)}"; }
+
 # docker_cli ARGS...: the docker client against this checkout's daemon.
 docker_cli() { DOCKER_HOST="unix://$DOCKER_SOCK" docker "$@"; }
 

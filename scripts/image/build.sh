@@ -27,9 +27,8 @@ while [[ $# -gt 0 ]]; do
 done
 say() { [[ "$QUIET" == 1 ]] || info "$@"; }
 
-VERSION="$(awk -F'"' '/^version = / { print $2; exit }' "$REPO_ROOT/Cargo.toml")"
-IMAGE="${KUBEFACTS_IMAGE:-kubefacts:$VERSION}"
-BASE_IMAGE="${KUBEFACTS_BASE_IMAGE:-kubefacts-local/debian:bookworm}"
+VERSION="$(crate_version)"
+IMAGE="$(kubefacts_image)"
 WORK="$CACHE_DIR/image"
 LOG="$WORK/build.log"
 mkdir -p "$WORK"

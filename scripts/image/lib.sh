@@ -13,7 +13,6 @@ source "$IMAGE_SCRIPTS/../docker/lib.sh"
 LOG_PREFIX="image-$COMPONENT"
 FAIL_TAIL_LINES=40
 
-BASE_IMAGE="${KUBEFACTS_BASE_IMAGE:-kubefacts-local/debian:bookworm}"
 # The stand-ins' names: the variables the testcontainers helper reads (src/testcontainers/images.rs).
 KAFKA_STAND_IN="${KUBEFACTS_KAFKA_IMAGE:-kubefacts-local/kafka:$KAFKA_VERSION}"
 REGISTRY_STAND_IN="${KUBEFACTS_REGISTRY_IMAGE:-kubefacts-local/apicurio-registry:$APICURIO_VERSION}"

@@ -33,8 +33,7 @@ done
 example="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/examples/stack_start"
 
 if [[ "$COLD" == 1 ]]; then
-  VERSION="$(awk -F'"' '/^version = / { print $2; exit }' "$REPO_ROOT/Cargo.toml")"
-  for image in "$KAFKA_STAND_IN" "$REGISTRY_STAND_IN" "${KUBEFACTS_IMAGE:-kubefacts:$VERSION}" "$BASE_IMAGE"; do
+  for image in "$KAFKA_STAND_IN" "$REGISTRY_STAND_IN" "$(kubefacts_image)" "$BASE_IMAGE"; do
     docker_cli rmi -f "$image" >/dev/null 2>&1 || true
   done
   docker_cli image prune -f >/dev/null

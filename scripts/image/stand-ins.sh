@@ -29,8 +29,8 @@ done
 
 T_ALL="$(now)"
 export KUBEFACTS_KAFKA_IMAGE="$KAFKA_STAND_IN" KUBEFACTS_REGISTRY_IMAGE="$REGISTRY_STAND_IN"
-VERSION="$(awk -F'"' '/^version = / { print $2; exit }' "$REPO_ROOT/Cargo.toml")"
-export KUBEFACTS_IMAGE="${KUBEFACTS_IMAGE:-kubefacts:$VERSION}"
+KUBEFACTS_IMAGE="$(kubefacts_image)"
+export KUBEFACTS_IMAGE
 "$IMAGE_SCRIPTS/kafka.sh" ${SMOKE:+"$SMOKE"}
 "$IMAGE_SCRIPTS/registry.sh" ${SMOKE:+"$SMOKE"}
 t0="$(now)"

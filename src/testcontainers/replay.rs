@@ -14,8 +14,8 @@ pub struct Replayed {
 }
 
 impl Replayed {
-    pub(crate) fn read(dir: &Path, config: &PipelineConfig) -> Result<Self, StackError> {
-        Ok(Self { dir: dir.to_owned(), prefix: config.topics.prefix.clone() })
+    pub(crate) fn new(dir: &Path, config: &PipelineConfig) -> Self {
+        Self { dir: dir.to_owned(), prefix: config.topics.prefix.clone() }
     }
 
     /// The folder of `<topic>.jsonl` files.

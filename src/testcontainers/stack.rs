@@ -9,7 +9,7 @@ use std::{
 };
 
 use ::testcontainers::{
-    ContainerAsync, GenericImage, ImageExt,
+    ContainerAsync, ContainerRequest, GenericImage, ImageExt,
     core::{Mount, WaitFor},
     runners::AsyncRunner,
 };
@@ -244,9 +244,7 @@ impl KubefactsStack {
     /// as a quiet cluster does (`kubefacts publish --finish`): every window closes.
     pub async fn publish_trace(&self, trace: impl AsRef<Path>) -> Result<(), StackError> {
         let trace = trace.as_ref();
-        let copy = self.work.path().join(format!("trace-{}.jsonl", self.next_one_shot()));
-        std::fs::copy(trace, &copy).map_err(|source| StackError::Io { path: trace.to_owned(), source })?;
-        make_readable(&copy)?;
+        let copy = self.readable_copy(trace, "trace")?;
         self.publish(&copy, true).await
     }
 
@@ -333,9 +331,7 @@ impl KubefactsStack {
     /// topics should see.
     pub async fn replay_trace(&self, trace: impl AsRef<Path>) -> Result<Replayed, StackError> {
         let trace = trace.as_ref();
-        let copy = self.work.path().join(format!("replay-{}.jsonl", self.next_one_shot()));
-        std::fs::copy(trace, &copy).map_err(|source| StackError::Io { path: trace.to_owned(), source })?;
-        make_readable(&copy)?;
+        let copy = self.readable_copy(trace, "replay")?;
         let out = self.writable_dir("replay")?;
         let partitions = self.partitions.to_string();
         let args = [
@@ -356,7 +352,7 @@ impl KubefactsStack {
             Mount::bind_mount(path_str(&out)?, "/out"),
         ];
         self.one_shot("replay", &args, mounts).await?;
-        Replayed::read(&out, &self.config)
+        Ok(Replayed::new(&out, &self.config))
     }
 
     /// A typed reader of a fact topic (`name` without the prefix, e.g.
@@ -506,6 +502,14 @@ impl KubefactsStack {
         Mount::bind_mount(self.pipeline_path.to_string_lossy(), PIPELINE_PATH)
     }
 
+    /// A copy of `file` the containers' non-root user may read, in the stack's work folder.
+    fn readable_copy(&self, file: &Path, what: &str) -> Result<PathBuf, StackError> {
+        let copy = self.work.path().join(format!("{what}-{}.jsonl", self.next_one_shot()));
+        std::fs::copy(file, &copy).map_err(|source| StackError::Io { path: file.to_owned(), source })?;
+        make_readable(&copy)?;
+        Ok(copy)
+    }
+
     /// A folder the container's non-root user may write.
     fn writable_dir(&self, what: &str) -> Result<PathBuf, StackError> {
         use std::os::unix::fs::PermissionsExt;
@@ -529,29 +533,15 @@ impl KubefactsStack {
         let name = format!("{}-{role}", self.id);
         let log = ContainerLog::new(&self.logs_dir, role);
         self.logs.push((role.to_owned(), log.clone()));
-        let (repo, tag) = split(image);
-        let mut request = GenericImage::new(repo, tag)
-            .with_wait_for(ready)
-            .with_network("host")
-            .with_container_name(&name)
-            .with_startup_timeout(self.startup_timeout)
-            .with_log_consumer(log.consumer());
+        let mut request =
+            container_request(&name, image, ready, &log, mounts).with_startup_timeout(self.startup_timeout);
         for (k, v) in env {
             request = request.with_env_var(*k, v.clone());
         }
         if !args.is_empty() {
             request = request.with_cmd(args.iter().cloned());
         }
-        for m in mounts {
-            request = request.with_mount(m);
-        }
-        let container = request.start().await.map_err(|source| StackError::Start {
-            component: role.to_owned(),
-            image: image.to_owned(),
-            source: Box::new(source),
-            log: log.path().to_owned(),
-            tail: log.tail(40),
-        })?;
+        let container = start(request, role, image, &log).await?;
         self.containers.push(container);
         Ok(())
     }
@@ -562,24 +552,11 @@ impl KubefactsStack {
         let n = self.next_one_shot();
         let name = format!("{}-{role}-{n}", self.id);
         let log = ContainerLog::new(&self.logs_dir, &format!("{role}-{n}"));
-        let (repo, tag) = split(&self.images.kubefacts);
-        let mut request = GenericImage::new(repo, tag)
-            .with_wait_for(WaitFor::Nothing)
-            .with_network("host")
-            .with_container_name(&name)
+        let image = &self.images.kubefacts;
+        let request = container_request(&name, image, WaitFor::Nothing, &log, mounts)
             .with_user(CONTAINER_USER)
-            .with_log_consumer(log.consumer())
             .with_cmd(args.iter().map(|s| s.to_string()));
-        for m in mounts {
-            request = request.with_mount(m);
-        }
-        let container = request.start().await.map_err(|source| StackError::Start {
-            component: role.to_owned(),
-            image: self.images.kubefacts.clone(),
-            source: Box::new(source),
-            log: log.path().to_owned(),
-            tail: log.tail(40),
-        })?;
+        let container = start(request, role, image, &log).await?;
         let deadline = Instant::now() + self.startup_timeout.max(Duration::from_secs(600));
         let code = loop {
             if let Some(code) = container.exit_code().await.map_err(|e| StackError::Docker(Box::new(e)))? {
@@ -665,6 +642,43 @@ impl Drop for KubefactsStack {
             let _ = std::fs::remove_dir_all(&self.logs_dir);
         }
     }
+}
+
+/// A container named `name` of `image` on the host network, ready when `ready`, its output
+/// into `log`, with `mounts`.
+fn container_request(
+    name: &str,
+    image: &str,
+    ready: WaitFor,
+    log: &ContainerLog,
+    mounts: Vec<Mount>,
+) -> ContainerRequest<GenericImage> {
+    let (repo, tag) = split(image);
+    let mut request = GenericImage::new(repo, tag)
+        .with_wait_for(ready)
+        .with_network("host")
+        .with_container_name(name)
+        .with_log_consumer(log.consumer());
+    for m in mounts {
+        request = request.with_mount(m);
+    }
+    request
+}
+
+/// Starts `request`; a failure names the container's role, its image and its log's tail.
+async fn start(
+    request: ContainerRequest<GenericImage>,
+    role: &str,
+    image: &str,
+    log: &ContainerLog,
+) -> Result<ContainerAsync<GenericImage>, StackError> {
+    request.start().await.map_err(|source| StackError::Start {
+        component: role.to_owned(),
+        image: image.to_owned(),
+        source: Box::new(source),
+        log: log.path().to_owned(),
+        tail: log.tail(40),
+    })
 }
 
 /// `kubefacts-stack-<pid>-<n>`: unique among the stacks of this process and the processes
