@@ -32,11 +32,8 @@ info "kafka $KAFKA_VERSION jars ready in $(elapsed "$t0") s ($KAFKA_HOME/lib)"
 
 # The build context: the recipe folder plus libs/ (hard links into .cache when possible).
 t0="$(now)"
-context="$WORK/context"
-rm -rf "$context"
-mkdir -p "$context"
-cp -a "$RECIPE_DIR/." "$context/"
-cp -al "$KAFKA_HOME/lib" "$context/libs" 2>/dev/null || cp -a "$KAFKA_HOME/lib" "$context/libs"
+context="$(stand_in_context)"
+link_into "$KAFKA_HOME/lib" "$context/libs"
 # Every tool the Dockerfile wraps must name a class that is in these jars.
 missing="$(grep -v '^#' "$RECIPE_DIR/tools.txt" | python3 -c '
 import glob, sys, zipfile

