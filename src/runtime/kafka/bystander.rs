@@ -100,31 +100,99 @@ pub fn partitions_of<C: Consumer<QuietEof>>(
 }
 
 /// Assigns every partition of `topics` (each `(topic, partitions)`) at `start`, and returns
-/// them with their watermarks now. Blocks, like [`partitions_of`].
+/// them with their watermarks now. Blocks, like [`partitions_of`]. A partition whose leader
+/// is not known yet (a topic created a moment ago) is asked again, for up to
+/// [`SETTLE_TIMEOUT`].
 pub fn assign<C: Consumer<QuietEof>>(
     consumer: &C,
     topics: &[(String, Vec<i32>)],
     start: Offset,
 ) -> Result<Vec<Assigned>, BystanderError> {
-    let mut assignment = TopicPartitionList::new();
     let mut assigned = Vec::new();
+    for (topic, partitions) in topics {
+        for &p in partitions {
+            let (low, high) =
+                until_settled(SETTLE_TIMEOUT, || consumer.fetch_watermarks(topic, p, REQUEST_TIMEOUT))
+                    .map_err(|source| BystanderError::Kafka {
+                        what: format!("reading the watermarks of {topic}[{p}]"),
+                        source,
+                    })?;
+            assigned.push(Assigned { topic: topic.clone(), partition: p, low, high });
+        }
+    }
+    assign_at(consumer, topics, start)?;
+    Ok(assigned)
+}
+
+/// Assigns every partition of `topics` at `start`; asks the brokers nothing.
+fn assign_at<C: Consumer<QuietEof>>(
+    consumer: &C,
+    topics: &[(String, Vec<i32>)],
+    start: Offset,
+) -> Result<(), BystanderError> {
+    let mut assignment = TopicPartitionList::new();
     for (topic, partitions) in topics {
         for &p in partitions {
             assignment.add_partition_offset(topic, p, start).map_err(|source| BystanderError::Kafka {
                 what: format!("assigning {topic}[{p}]"),
                 source,
             })?;
-            let (low, high) = consumer.fetch_watermarks(topic, p, REQUEST_TIMEOUT).map_err(|source| {
-                BystanderError::Kafka { what: format!("reading the watermarks of {topic}[{p}]"), source }
-            })?;
-            assigned.push(Assigned { topic: topic.clone(), partition: p, low, high });
         }
     }
     let topic = topics.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>().join(", ");
     consumer
         .assign(&assignment)
-        .map_err(|source| BystanderError::Kafka { what: format!("assigning {topic}"), source })?;
-    Ok(assigned)
+        .map_err(|source| BystanderError::Kafka { what: format!("assigning {topic}"), source })
+}
+
+/// How long a request that fails because the cluster has not settled (see [`is_unsettled`])
+/// is asked again.
+pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `request`'s answer, asked again every 200 ms while it fails with an error of a cluster
+/// that has not settled yet ([`is_unsettled`]), for up to `timeout`; any other error, or
+/// the last one, is returned as it is.
+fn until_settled<T>(
+    timeout: Duration,
+    mut request: impl FnMut() -> Result<T, KafkaError>,
+) -> Result<T, KafkaError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match request() {
+            Err(e) if is_unsettled(&e) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200))
+            }
+            answer => return answer,
+        }
+    }
+}
+
+/// Whether `e` says the cluster has not settled: a partition's leader is not known or has
+/// just moved (a topic created a moment ago, a broker restarting), or a broker did not
+/// answer. Such a request succeeds when asked again; an authorization error or a
+/// missing topic does not.
+fn is_unsettled(e: &KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            Code::NotLeaderForPartition
+                | Code::LeaderNotAvailable
+                | Code::FencedLeaderEpoch
+                | Code::UnknownLeaderEpoch
+                | Code::NotCoordinator
+                | Code::CoordinatorLoadInProgress
+                | Code::CoordinatorNotAvailable
+                | Code::RequestTimedOut
+                | Code::OperationTimedOut
+                | Code::BrokerNotAvailable
+                | Code::NetworkException
+                | Code::BrokerTransportFailure
+                | Code::AllBrokersDown
+                | Code::OffsetNotAvailable
+                | Code::KafkaStorageError
+        )
+    )
 }
 
 /// Whether `msg` is forwarded stream time (the heartbeat header and no value): no fact
@@ -178,11 +246,17 @@ pub fn read_to_end(
         .map_err(BystanderError::Consumer)?;
     let Some(partitions) = partitions_of(&consumer, topic, &bootstrap)? else { return Ok(None) };
     let mut pending: std::collections::BTreeSet<i32> = partitions.iter().copied().collect();
-    assign(&consumer, &[(topic.to_owned(), partitions)], Offset::Beginning)?;
+    // No watermarks: the partition ends say where the committed records end.
+    assign_at(&consumer, &[(topic.to_owned(), partitions)], Offset::Beginning)?;
     let (mut out, deadline) = (Vec::new(), Instant::now() + timeout);
+    let mut unsettled = None;
     while !pending.is_empty() {
         if Instant::now() > deadline {
-            return Err(BystanderError::Timeout { topic: topic.to_owned(), timeout });
+            return Err(match unsettled {
+                // What kept it from its end is more use than the time it took.
+                Some(source) => BystanderError::Kafka { what: format!("reading {topic}"), source },
+                None => BystanderError::Timeout { topic: topic.to_owned(), timeout },
+            });
         }
         match consumer.poll(Duration::from_millis(500)) {
             Some(Ok(m)) => out.push(CommittedRecord {
@@ -197,6 +271,8 @@ pub fn read_to_end(
             Some(Err(KafkaError::PartitionEOF(p))) => {
                 pending.remove(&p);
             }
+            // librdkafka recovers from these itself (it refreshes the leader, reconnects).
+            Some(Err(e)) if is_unsettled(&e) => unsettled = Some(e),
             Some(Err(source)) => {
                 return Err(BystanderError::Kafka { what: format!("reading {topic}"), source });
             }
@@ -205,4 +281,62 @@ pub fn read_to_end(
     }
     out.sort_by_key(|r| (r.partition, r.offset));
     Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use rdkafka::types::RDKafkaErrorCode as Code;
+
+    use super::*;
+
+    #[test]
+    fn a_partition_without_a_leader_yet_is_asked_again_until_it_answers() {
+        let asked = Cell::new(0);
+        let answer = until_settled(Duration::from_secs(5), || {
+            asked.set(asked.get() + 1);
+            match asked.get() {
+                1 => Err(KafkaError::MetadataFetch(Code::NotLeaderForPartition)),
+                2 => Err(KafkaError::MetadataFetch(Code::LeaderNotAvailable)),
+                _ => Ok((0, 7)),
+            }
+        });
+        assert_eq!(answer.unwrap(), (0, 7));
+        assert_eq!(asked.get(), 3);
+    }
+
+    #[test]
+    fn an_error_asking_again_cannot_mend_is_returned_at_once() {
+        let asked = Cell::new(0);
+        let answer: Result<(), _> = until_settled(Duration::from_secs(5), || {
+            asked.set(asked.get() + 1);
+            Err(KafkaError::MetadataFetch(Code::TopicAuthorizationFailed))
+        });
+        assert_eq!(answer.unwrap_err().rdkafka_error_code(), Some(Code::TopicAuthorizationFailed));
+        assert_eq!(asked.get(), 1);
+    }
+
+    #[test]
+    fn an_unsettled_cluster_is_given_up_on_after_the_timeout_with_its_last_error() {
+        let started = Instant::now();
+        let answer: Result<(), _> = until_settled(Duration::from_millis(500), || {
+            Err(KafkaError::MetadataFetch(Code::NotLeaderForPartition))
+        });
+        assert_eq!(answer.unwrap_err().rdkafka_error_code(), Some(Code::NotLeaderForPartition));
+        assert!(started.elapsed() >= Duration::from_millis(500), "{:?}", started.elapsed());
+        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn leaders_moving_and_brokers_away_are_unsettled_denials_and_missing_topics_are_not() {
+        for code in [Code::NotLeaderForPartition, Code::LeaderNotAvailable, Code::BrokerTransportFailure] {
+            assert!(is_unsettled(&KafkaError::MetadataFetch(code)), "{code:?}");
+        }
+        for code in
+            [Code::TopicAuthorizationFailed, Code::UnknownTopicOrPartition, Code::GroupAuthorizationFailed]
+        {
+            assert!(!is_unsettled(&KafkaError::MetadataFetch(code)), "{code:?}");
+        }
+    }
 }
