@@ -171,7 +171,7 @@ fn until_settled<T>(
 /// just moved (a topic created a moment ago, a broker restarting), or a broker did not
 /// answer. Such a request succeeds when asked again; an authorization error or a
 /// missing topic does not.
-fn is_unsettled(e: &KafkaError) -> bool {
+pub fn is_unsettled(e: &KafkaError) -> bool {
     use rdkafka::types::RDKafkaErrorCode as Code;
     matches!(
         e.rdkafka_error_code(),
