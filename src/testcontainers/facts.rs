@@ -167,9 +167,6 @@ fn read_committed(bootstrap: &str, topic: &str) -> Result<Vec<RawRecord>, StackE
         bystander::read_to_end(Brokers::plaintext(bootstrap).client(), "stack-reader", topic, READ_TIMEOUT)
             .map_err(|e| StackError::Kafka(e.to_string()))?
             .unwrap_or_default();
-    Ok(records
-        .into_iter()
-        .filter(|r| !r.is_forwarded_heartbeat())
-        .filter_map(|r| Some(RawRecord { key: r.key, value: r.value? }))
-        .collect())
+    // Forwarded stream time has no value either, so this leaves it out with the tombstones.
+    Ok(records.into_iter().filter_map(|r| Some(RawRecord { key: r.key, value: r.value? })).collect())
 }
