@@ -245,10 +245,8 @@ fn broker_rate(
     rt.block_on(async {
         let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
             ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
-        let specs: Vec<kubefacts::runtime::topics::TopicSpec> = InputTopic::ALL
-            .iter()
-            .map(|t| kubefacts::runtime::topics::TopicSpec::new(t.topic_name(&topics), PARTITIONS))
-            .collect();
+        let specs: Vec<kubefacts::runtime::topics::TopicSpec> =
+            InputTopic::ALL.iter().map(|t| topics.spec(&t.topic_name(&topics), PARTITIONS, false)).collect();
         kubefacts::runtime::topics::ensure_topics(&admin, &specs, true).await.unwrap();
         let mut publisher = kubefacts::watch::Publisher::connect(
             &kubefacts::config::kafka::Brokers::plaintext(bootstrap),

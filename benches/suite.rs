@@ -1186,10 +1186,8 @@ fn measure_latency(
     rt.block_on(async {
         let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
             env.client().create().unwrap();
-        let specs: Vec<kubefacts::runtime::topics::TopicSpec> = InputTopic::ALL
-            .iter()
-            .map(|t| kubefacts::runtime::topics::TopicSpec::new(t.topic_name(&topics), PARTITIONS))
-            .collect();
+        let specs: Vec<kubefacts::runtime::topics::TopicSpec> =
+            InputTopic::ALL.iter().map(|t| topics.spec(&t.topic_name(&topics), PARTITIONS, false)).collect();
         kubefacts::runtime::topics::ensure_topics(&admin, &specs, true).await.unwrap();
     });
     // The load, simulated and admitted before it is sent: simulating the fleet as it is

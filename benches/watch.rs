@@ -26,11 +26,7 @@ use kubefacts::{
     observe::{Admission, AdmissionConfig, InputTopic, MinimizeConfig, Observer, model::Source},
     watch::Publisher,
 };
-use rdkafka::{
-    ClientConfig,
-    admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
-    client::DefaultClientContext,
-};
+use rdkafka::{ClientConfig, admin::AdminClient, client::DefaultClientContext};
 use serde_json::json;
 use synthetic::{CRONJOBS, NAMESPACES, entry, synthetic_trace, uid};
 
@@ -105,11 +101,9 @@ fn main() {
         let admin: AdminClient<DefaultClientContext> =
             ClientConfig::new().set("bootstrap.servers", &bootstrap).create().unwrap();
         let new: Vec<String> = InputTopic::ALL.iter().map(|t| t.topic_name(&topics)).collect();
-        let specs: Vec<NewTopic<'_>> =
-            new.iter().map(|n| NewTopic::new(n, PARTITIONS, TopicReplication::Fixed(1))).collect();
-        for r in admin.create_topics(&specs, &AdminOptions::new()).await.unwrap() {
-            r.unwrap();
-        }
+        let specs: Vec<kubefacts::runtime::topics::TopicSpec> =
+            new.iter().map(|n| topics.spec(n, PARTITIONS, false)).collect();
+        kubefacts::runtime::topics::ensure_topics(&admin, &specs, true).await.unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
         let mut publisher =
             Publisher::connect(&kubefacts::config::kafka::Brokers::plaintext(&bootstrap), &codec, &topics)

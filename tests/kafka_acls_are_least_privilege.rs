@@ -255,7 +255,11 @@ impl World {
             .iter()
             .map(|n| {
                 let t = NewTopic::new(n, PARTITIONS, TopicReplication::Fixed(3));
-                if n.ends_with("-changelog") { t.set("cleanup.policy", "compact") } else { t }
+                if n.ends_with("-changelog") {
+                    t.set("cleanup.policy", "compact")
+                } else {
+                    t.set(support::KEEP_FOREVER.0, support::KEEP_FOREVER.1)
+                }
             })
             .collect();
         let admin: AdminClient<DefaultClientContext> = self.cluster.admin().create().unwrap();

@@ -22,7 +22,13 @@ use rdkafka::{
     metadata::Metadata,
     producer::{FutureProducer, FutureRecord},
 };
-use support::{infra, unique_name};
+use support::{KEEP_FOREVER, infra, unique_name};
+
+/// A `delete`-policy topic that keeps its records forever, as every topic these tests create
+/// says its retention (the test brokers refuse one that does not).
+fn log_topic(name: impl Into<String>, partitions: i32) -> TopicSpec {
+    TopicSpec::new(name, partitions).with_config(KEEP_FOREVER.0, KEEP_FOREVER.1)
+}
 
 type Admin = AdminClient<DefaultClientContext>;
 
@@ -119,10 +125,8 @@ async fn wrong_partition_count_or_cleanup_policy_is_refused() {
 async fn missing_topics_without_create_name_the_commands_that_fix_it() {
     let admin = admin();
     let (changelog, input) = (unique_name("changelog"), unique_name("input"));
-    let specs = [
-        TopicSpec::new(&changelog, 4).compacted().with_config("segment.ms", "600000"),
-        TopicSpec::new(&input, 4),
-    ];
+    let specs =
+        [TopicSpec::new(&changelog, 4).compacted().with_config("segment.ms", "600000"), log_topic(&input, 4)];
     let err = ensure_topics(&admin, &specs, false).await.unwrap_err();
     let TopicsError::Missing { commands } = &err else { panic!("{err:?}") };
     let bootstrap = &infra().bootstrap;
@@ -135,7 +139,7 @@ async fn missing_topics_without_create_name_the_commands_that_fix_it() {
             ),
             format!(
                 "kafka-topics.sh --bootstrap-server {bootstrap} --create --topic {input} --partitions 4 \
-                 --replication-factor 1 --config cleanup.policy=delete"
+                 --replication-factor 1 --config cleanup.policy=delete --config retention.ms=-1"
             ),
         ]
     );
@@ -161,7 +165,7 @@ async fn missing_topics_without_create_name_the_commands_that_fix_it() {
 /// found this (`kubefacts process --create-topics` started before the watcher).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_topic_named_twice_is_created_once() {
-    let spec = TopicSpec::new(unique_name("twice"), 3);
+    let spec = log_topic(unique_name("twice"), 3);
     let statuses = ensure_topics(&admin(), &[spec.clone(), spec.clone()], true).await.unwrap();
     assert_eq!(statuses.len(), 2);
     assert!(statuses.iter().all(|s| s.name == spec.name && s.action == TopicAction::Created), "{statuses:?}");
@@ -173,7 +177,7 @@ async fn a_topic_named_twice_is_created_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_creators_agree_or_are_refused() {
     let specs =
-        vec![TopicSpec::new(unique_name("race-a"), 3).compacted(), TopicSpec::new(unique_name("race-b"), 5)];
+        vec![TopicSpec::new(unique_name("race-a"), 3).compacted(), log_topic(unique_name("race-b"), 5)];
     let creators: Vec<_> = (0..4)
         .map(|_| {
             let specs = specs.clone();
@@ -190,7 +194,7 @@ async fn concurrent_creators_agree_or_are_refused() {
     assert_eq!(created, [1, 1], "each topic is created by exactly one creator");
 
     let name = unique_name("race-mismatch");
-    let (a, b) = (TopicSpec::new(&name, 2), TopicSpec::new(&name, 6));
+    let (a, b) = (log_topic(&name, 2), log_topic(&name, 6));
     let (ra, rb) = tokio::join!(
         tokio::spawn(async move { ensure_topics(&admin(), &[a], true).await }),
         tokio::spawn(async move { ensure_topics(&admin(), &[b], true).await }),

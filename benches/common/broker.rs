@@ -69,6 +69,9 @@ impl Env {
         c
     }
 
+    /// A fresh topic with these configs; one that does not say its `retention.ms` keeps its
+    /// records forever (the benches' traces carry fixed dates, and the test brokers refuse a
+    /// topic on their 7-day default: docs/TESTING.md, "Fixed dates").
     pub fn create_topic(
         &self,
         rt: &tokio::runtime::Runtime,
@@ -79,6 +82,9 @@ impl Env {
         let admin: AdminClient<DefaultClientContext> = self.client().create().expect("admin client");
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
         let mut topic = NewTopic::new(&name, self.partitions, TopicReplication::Fixed(1));
+        if !configs.iter().any(|(k, _)| *k == "retention.ms") {
+            topic = topic.set("retention.ms", "-1");
+        }
         for (k, v) in configs {
             topic = topic.set(k, v);
         }

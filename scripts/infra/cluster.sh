@@ -43,10 +43,11 @@ node_dir() { printf '%s/node-%s' "$CLUSTER_DIR" "$1"; }
 launch_node() {
   local java="$1" n="$2" dir
   dir="$(node_dir "$n")"
+  prepare_topic_policy "$java"
   (
     cd "$dir"
     exec setsid "$java" "$CLUSTER_MARKER-$n" -Xms64m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-      -cp "$KAFKA_HOME/lib/*" -Dlog4j2.configurationFile="$KAFKA_LOG4J" -Djava.awt.headless=true \
+      -cp "$KAFKA_HOME/lib/*:$TOPIC_POLICY_CLASSES" -Dlog4j2.configurationFile="$KAFKA_LOG4J" -Djava.awt.headless=true \
       -Dkubefacts.log.file="$dir/server.log" -Dkubefacts.log.level=INFO \
       kafka.Kafka "$dir/server.properties" </dev/null >>"$dir/stdout.log" 2>&1
   ) &
@@ -124,6 +125,8 @@ cmd_up() {
   local java
   java="$(find_java 17 || true)"
   [[ -n "$java" ]] || fail prerequisites "no Java >= 17 found for Kafka $KAFKA_VERSION (checked \$KUBEFACTS_JAVA_HOME, \$JAVA_HOME, PATH, /usr/lib/jvm/*)"
+  # The nodes' create-topic policy; the storage format loads it too (a CLASS config).
+  prepare_topic_policy "$java"
 
   # A previous cluster? Stop it, then start from an empty dir.
   "$INFRA_DIR/down.sh" --cluster-only --quiet
@@ -211,6 +214,8 @@ group.initial.rebalance.delay.ms=0
 # the broker-failure tests wait for that.
 broker.heartbeat.interval.ms=1000
 broker.session.timeout.ms=6000
+# As on the single test broker (up.sh): a topic that deletes by time says its retention.ms.
+create.topic.policy.class.name=$TOPIC_POLICY_CLASS
 EOF
     chmod 600 "$dir/server.properties"
   done
@@ -225,7 +230,7 @@ EOF
   local -a format_pids=()
   for n in "${CLUSTER_NODES[@]}"; do
     dir="$(node_dir "$n")"
-    "$java" -cp "$KAFKA_HOME/lib/*" -Dlog4j2.configurationFile="$KAFKA_LOG4J" -Djava.awt.headless=true \
+    "$java" -cp "$KAFKA_HOME/lib/*:$TOPIC_POLICY_CLASSES" -Dlog4j2.configurationFile="$KAFKA_LOG4J" -Djava.awt.headless=true \
       -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
       -Dkubefacts.log.file="$dir/format.log" -Dkubefacts.log.level=INFO \
       kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" \

@@ -197,6 +197,32 @@ prepare_kafka() {
     "kafka-server-$KAFKA_VERSION.jar" log4j-core-2.24.3.jar log4j-slf4j-impl-2.24.3.jar
 }
 
+# The test brokers' create-topic policy (RetentionMustBeExplicit.java beside this file): a
+# topic that deletes by time must be created with an explicit retention.ms, so no test, bench
+# or kubefacts itself can put fixed-date fixtures on the broker's 7-day default. Compiled with
+# the javac beside JAVA (or on PATH) once per change of its source, into
+# .cache/topic-policy/<sha>/; sets TOPIC_POLICY_CLASSES (a classpath entry) and
+# TOPIC_POLICY_CLASS (the name for create.topic.policy.class.name).
+TOPIC_POLICY_SRC="$INFRA_DIR/RetentionMustBeExplicit.java"
+TOPIC_POLICY_CLASS=io.kubefacts.testbroker.RetentionMustBeExplicit
+prepare_topic_policy() {
+  local java="$1" javac sha
+  sha="$(file_sha "$TOPIC_POLICY_SRC")"
+  TOPIC_POLICY_CLASSES="$CACHE_DIR/topic-policy/${sha:0:16}"
+  [[ -f "$TOPIC_POLICY_CLASSES/.complete" ]] && return 0
+  javac="$(dirname "$(readlink -f "$java")")/javac"
+  [[ -x "$javac" ]] || javac="$(command -v javac || true)"
+  [[ -n "$javac" ]] ||
+    fail topic-policy "no javac beside $java or on PATH: the test brokers' create-topic policy ($TOPIC_POLICY_SRC) is compiled at start; install a JDK (Debian: openjdk-17-jdk-headless)"
+  rm -rf "$TOPIC_POLICY_CLASSES"
+  mkdir -p "$TOPIC_POLICY_CLASSES"
+  "$javac" --release 17 -cp "$KAFKA_HOME/lib/*" -d "$TOPIC_POLICY_CLASSES" "$TOPIC_POLICY_SRC" \
+    >"$TOPIC_POLICY_CLASSES/javac.log" 2>&1 ||
+    fail topic-policy "$javac could not compile $TOPIC_POLICY_SRC" "$TOPIC_POLICY_CLASSES/javac.log"
+  touch "$TOPIC_POLICY_CLASSES/.complete"
+  info "test brokers' create-topic policy: compiled $TOPIC_POLICY_CLASS"
+}
+
 prepare_apicurio() {
   local marker="$APICURIO_HOME/.complete" log="${INSTALL_LOG_DIR:-$RUN_DIR/setup}/mvn-apicurio.log"
   local want="apicurio-registry-app $APICURIO_VERSION"

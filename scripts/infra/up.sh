@@ -35,7 +35,7 @@ mkdir -p "$RUN_DIR/kafka" "$RUN_DIR/registry" "$RUN_DIR/alertmanager" "$RUN_DIR/
 # --------------------------------------------------------------------------------------------
 for tool in python3 mvn curl tar sha256sum; do
   command -v "$tool" >/dev/null 2>&1 ||
-    fail prerequisites "'$tool' not found on PATH (.ci/run installs it; on Debian: apt-get install maven python3-venv curl)"
+    fail prerequisites "'$tool' not found on PATH (scripts/prerequisites.sh installs it; on Debian: apt-get install maven python3-venv curl)"
 done
 KAFKA_JAVA="$(find_java 17 || true)"
 [[ -n "$KAFKA_JAVA" ]] ||
@@ -262,6 +262,7 @@ wait "$PID_VENV" || setup_ok=0
 wait "$PID_ALERTMANAGER" || setup_ok=0
 [[ "$setup_ok" == 1 ]] || exit 1 # the failing step printed its reason and log above
 info "installs checked in $(elapsed "$T_SETUP") s"
+prepare_topic_policy "$KAFKA_JAVA"
 ALERTMANAGER_BIN="$(sed -n 2p "$ALERTMANAGER_COMPLETE")"
 PROMETHEUS_BIN="$(sed -n 2p "$PROMETHEUS_COMPLETE")"
 PROMTOOL_BIN="$(sed -n 3p "$PROMETHEUS_COMPLETE")"
@@ -363,9 +364,13 @@ log.cleaner.backoff.ms=1000
 # Retention is enforced within a second, not five minutes: a test whose topics would lose
 # old-timestamped records (a replayed trace) loses them while it still looks.
 log.retention.check.interval.ms=1000
+# The default time retention stays Kafka's 7 days, as in production; a topic that deletes by
+# time must say its retention.ms when it is created, or creation is refused (lib.sh,
+# prepare_topic_policy): fixed-date fixtures can never land on the 7-day default.
+create.topic.policy.class.name=$TOPIC_POLICY_CLASS
 EOF
 
-KAFKA_JVM_COMMON=(-cp "$KAFKA_HOME/lib/*" -Dlog4j2.configurationFile="$KAFKA_LOG4J" -Djava.awt.headless=true)
+KAFKA_JVM_COMMON=(-cp "$KAFKA_HOME/lib/*:$TOPIC_POLICY_CLASSES" -Dlog4j2.configurationFile="$KAFKA_LOG4J" -Djava.awt.headless=true)
 CLUSTER_ID="$(new_cluster_id)"
 T_KAFKA="$(now)"
 "$KAFKA_JAVA" "${KAFKA_JVM_COMMON[@]}" -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \

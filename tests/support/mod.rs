@@ -161,6 +161,12 @@ impl Prometheus {
     }
 }
 
+/// The topic config that keeps records whatever their timestamp: every topic a test creates
+/// that deletes by time says its retention, because the fixtures carry fixed dates and the
+/// test brokers keep Kafka's 7-day default (and refuse a topic that does not say one:
+/// scripts/infra/RetentionMustBeExplicit.java, docs/TESTING.md "Fixed dates").
+pub const KEEP_FOREVER: (&str, &str) = ("retention.ms", "-1");
+
 /// A topic name no other test (or earlier run) uses.
 pub fn unique_name(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
@@ -176,13 +182,16 @@ impl Infra {
         name
     }
 
-    /// Creates topic `name` with `partitions` partitions.
+    /// Creates topic `name` with `partitions` partitions, keeping its records forever
+    /// ([`KEEP_FOREVER`]): the tests' fixtures carry fixed timestamps.
     pub async fn create_topic(&self, name: &str, partitions: i32) {
         let admin: AdminClient<DefaultClientContext> =
             ClientConfig::new().set("bootstrap.servers", &self.bootstrap).create().expect("admin client");
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let topic =
+            NewTopic::new(name, partitions, TopicReplication::Fixed(1)).set(KEEP_FOREVER.0, KEEP_FOREVER.1);
         let res = admin
-            .create_topics(&[NewTopic::new(name, partitions, TopicReplication::Fixed(1))], &opts)
+            .create_topics(&[topic], &opts)
             .await
             .unwrap_or_else(|e| panic!("cannot reach Kafka at {} to create {name}: {e}", self.bootstrap));
         for r in res {
