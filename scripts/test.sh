@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command: ./scripts/test.sh [extra args for `cargo test --all-targets`]
 #
-# Starts the real test infrastructure on loopback (scripts/infra/up.sh: Kafka 4.4.0 KRaft,
+# Installs what the machine lacks (scripts/prerequisites.sh: Debian packages as root, checks
+# of the toolchains), starts the real test infrastructure on loopback (scripts/infra/up.sh: Kafka 4.4.0 KRaft,
 # Apicurio Registry 3.3.3, the fastavro venv; scripts/infra/cluster.sh: three KRaft brokers
 # with SASL_SSL and ACLs; scripts/k8s/up.sh: a Kubernetes v1.34.4 control
 # plane with kwok nodes, built from the Go module proxy on first use, ~10 min cold;
@@ -16,49 +17,117 @@
 #   cargo test --all-targets --features failpoints --no-fail-fast "$@"
 #   scripts/image/stack-start.sh --runs 1                           (a stack's start, timed)
 # Server logs stay in files under .cache/run/ (listed on failure), not on stdout.
+#
+# The verdict cannot lie: "==> test.sh passed" is printed only when every step ran and passed.
+# SIGINT, SIGTERM or SIGHUP stop the running step (each step runs in its own process group)
+# and end the run non-zero, naming the step; so does the time limit, KUBEFACTS_TEST_TIMEOUT_SECS
+# (default 5100 s, under CI's 5400 s).
 # Example: ./scripts/test.sh exactly_once -- --nocapture
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/toolchains.sh
+source scripts/toolchains.sh
 
 T_START="$(date +%s.%N)"
 since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
 SUMMARY=()
+CURRENT_STEP=""   # the step running now, named when the run is interrupted
+STEP_PID=""       # its process group
+INTERRUPTED=""    # what interrupted the run, if anything
+ALL_STEPS_RAN=0   # set after the last step: only then can the run pass
+TESTS_RAN=0       # set when `cargo test` ran to its end: only then are its totals final
+TIMEOUT_SECS="${KUBEFACTS_TEST_TIMEOUT_SECS:-5100}"
+[[ "$TIMEOUT_SECS" =~ ^[1-9][0-9]*$ ]] || {
+  echo "test.sh: KUBEFACTS_TEST_TIMEOUT_SECS=$TIMEOUT_SECS is not a positive number of seconds" >&2
+  exit 2
+}
+# Job control: every background job (each step, the watchdog) gets a process group of its
+# own, which a signal can stop as a whole (cargo, the test binaries and what they started).
+set -m
+
+# Stops the running step's process group: TERM, then KILL after 10 s.
+stop_step() {
+  [[ -n "$STEP_PID" ]] || return 0
+  kill -TERM -- "-$STEP_PID" 2>/dev/null || return 0
+  local i
+  for i in $(seq 1 100); do
+    kill -0 -- "-$STEP_PID" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -KILL -- "-$STEP_PID" 2>/dev/null || true
+}
+
+# interrupted WHAT EXIT: the run ends here, non-zero, saying what stopped it.
+interrupted() {
+  INTERRUPTED="$1"
+  trap '' INT TERM HUP USR1
+  stop_step
+  exit "$2"
+}
+trap 'interrupted SIGINT 130' INT
+trap 'interrupted SIGTERM 143' TERM
+trap 'interrupted SIGHUP 129' HUP
+trap 'interrupted "the time limit (KUBEFACTS_TEST_TIMEOUT_SECS=$TIMEOUT_SECS)" 124' USR1
+# The watchdog: USR1 to this script when the time limit has passed.
+sleep "$TIMEOUT_SECS" </dev/null >/dev/null 2>&1 && kill -USR1 "$$" 2>/dev/null &
+WATCHDOG_PID=$!
 
 finish() {
   local rc=$?
   trap - EXIT
+  trap '' INT TERM HUP USR1
+  kill -- "-$WATCHDOG_PID" 2>/dev/null || true
+  stop_step
   ./scripts/docker/down.sh --quiet || true
   ./scripts/k8s/down.sh --quiet || true
   ./scripts/infra/down.sh || true
   printf '\n'
   local line
   for line in "${SUMMARY[@]}"; do printf '    %s\n' "$line"; done
-  if [[ "$rc" == 0 ]]; then
+  if [[ -n "$CURRENT_STEP" ]]; then printf '    %-40s %7s    %s\n' "$CURRENT_STEP" "" "INTERRUPTED"; fi
+  if [[ -n "$INTERRUPTED" ]]; then
+    [[ "$rc" != 0 ]] || rc=1
+    printf '==> test.sh INTERRUPTED by %s during step "%s" after %s s (exit %s): the run is incomplete\n' \
+      "$INTERRUPTED" "${CURRENT_STEP:-between steps}" "$(since "$T_START")" "$rc"
+  elif [[ "$rc" == 0 && "$ALL_STEPS_RAN" == 1 ]]; then
     printf '==> test.sh passed in %s s\n' "$(since "$T_START")"
   else
+    [[ "$rc" != 0 ]] || rc=1
     printf '==> test.sh FAILED (exit %s) after %s s\n' "$rc" "$(since "$T_START")"
+  fi
+  if [[ "$rc" != 0 ]]; then
     printf '    server logs: .cache/run/kafka/server.log, .cache/run/registry/registry.log, .cache/k8s/run/logs/ (kept until the next up)\n'
   fi
   if [[ -f .cache/run/cargo-test.log ]]; then
-    # One plain line with the totals of every test binary.
-    awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-         END { printf "tests: %d passed, %d failed\n", p, f }' .cache/run/cargo-test.log
+    # One plain line with the totals of every test binary; "so far" when cargo test was cut short.
+    awk -v label="$([[ "$TESTS_RAN" == 1 ]] && echo "tests:" || echo "tests so far (cargo test did not finish):")" \
+      '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+         END { printf "%s %d passed, %d failed\n", label, p, f }' .cache/run/cargo-test.log
   fi
   exit "$rc"
 }
 trap finish EXIT
 
-# step NAME COMMAND...: runs one step, timing it; a failing step ends the run.
+# step NAME COMMAND...: runs one step in its own process group, timing it; a failing step
+# ends the run.
 step() {
   local name="$1" t0 rc=0
   shift
   printf '\n==> %s\n' "$name"
   t0="$(date +%s.%N)"
-  "$@" || rc=$?
+  CURRENT_STEP="$name"
+  "$@" &
+  STEP_PID=$!
+  wait "$STEP_PID" || rc=$?
+  STEP_PID=""
+  CURRENT_STEP=""
   SUMMARY+=("$(printf '%-40s %7s s  %s' "$name" "$(since "$t0")" "$([[ $rc == 0 ]] && echo ok || echo "FAILED (exit $rc)")")")
   return "$rc"
 }
 
+# A stale log of an earlier run must not be totalled as this run's.
+rm -f .cache/run/cargo-test.log
+step "prerequisites (scripts/prerequisites.sh)" ./scripts/prerequisites.sh
 step "infra up (scripts/infra/up.sh)" ./scripts/infra/up.sh
 # shellcheck source=/dev/null
 source .cache/run/env
@@ -114,7 +183,11 @@ source .cache/image/env
 cargo_test() {
   cargo test --all-targets --features failpoints --no-fail-fast "$@" 2>&1 | tee .cache/run/cargo-test.log
 }
-step "cargo test --all-targets --features failpoints${*:+ $*}" cargo_test "$@"
+tests_rc=0
+step "cargo test --all-targets --features failpoints${*:+ $*}" cargo_test "$@" || tests_rc=$?
+TESTS_RAN=1
+[[ "$tests_rc" == 0 ]] || exit "$tests_rc"
 # The start-time figure's machinery (the figures: scripts/image/stack-start.sh --cold, docs/TESTING_DOWNSTREAM.md).
 step "stack start, warm, 1 run (scripts/image/stack-start.sh)" \
   ./scripts/image/stack-start.sh --runs 1 --features "$TEST_FEATURES" --binary "${CARGO_TARGET_DIR:-target}/debug/kubefacts"
+ALL_STEPS_RAN=1

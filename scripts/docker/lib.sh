@@ -63,7 +63,7 @@ ensure_base_image() {
     return 0
   fi
   command -v debootstrap >/dev/null 2>&1 ||
-    fail debootstrap "debootstrap not found: apt-get install debootstrap (.ci/run does)"
+    fail debootstrap "debootstrap not found: apt-get install debootstrap (scripts/prerequisites.sh does)"
   local t0 rootfs="$work/rootfs"
   t0="$(now)"
   mkdir -p "$work"

@@ -12,7 +12,7 @@ QUIET=0
 say() { [[ "$QUIET" == 1 ]] || info "$@"; }
 
 command -v dockerd >/dev/null 2>&1 ||
-  fail dockerd "dockerd not found: install Debian's docker.io (apt-get install docker.io; .ci/run does)"
+  fail dockerd "dockerd not found: install Debian's docker.io (apt-get install docker.io; scripts/prerequisites.sh does)"
 command -v docker >/dev/null 2>&1 || fail docker "the docker client is not on PATH (Debian's docker.io has it)"
 [[ "$(id -u)" == 0 ]] || fail dockerd "dockerd runs as root here (rootless Docker is not set up on these machines)"
 
