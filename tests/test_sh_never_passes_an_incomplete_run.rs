@@ -9,7 +9,7 @@
 
 use std::{
     fs,
-    os::unix::fs::PermissionsExt,
+    os::unix::{fs::PermissionsExt, process::CommandExt},
     path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
     time::{Duration, Instant},
@@ -105,7 +105,35 @@ impl Layout {
         for (k, v) in vars {
             cmd.env(k, v);
         }
+        // A group of its own, which `finish` can stop whole if the script does not end.
+        cmd.process_group(0);
         cmd.spawn().expect("bash scripts/test.sh")
+    }
+
+    /// Waits for test.sh to end, at most `limit`, and reads what it printed. A script that
+    /// does not end fails the test; either way, whatever it left behind (its group and the
+    /// hung stub's) is then stopped, so the pipes close. Returns the output and the hung
+    /// stub's pid if it was still running when test.sh ended.
+    fn finish(&self, mut child: Child, limit: Duration) -> (Output, Option<u32>) {
+        let start = Instant::now();
+        let mut ended = true;
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > limit {
+                ended = false;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let hung: Option<u32> =
+            fs::read_to_string(self.path("hung.pid")).ok().map(|p| p.trim().parse().unwrap());
+        let left_running = hung.filter(|&pid| alive(pid));
+        let groups = [Some(child.id()), left_running.and_then(process_group)];
+        for group in groups.into_iter().flatten() {
+            let _ = Command::new("kill").args(["-s", "KILL", "--"]).arg(format!("-{group}")).status();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(ended, "test.sh did not end within {limit:?}; its output:\n{}", text(&out));
+        (out, left_running)
     }
 
     /// The pid of the stub that hangs, once it does.
@@ -136,6 +164,13 @@ fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
+/// The process group of `pid`, while it runs.
+fn process_group(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name's closing parenthesis: state, parent, group.
+    stat.rsplit_once(") ")?.1.split(' ').nth(2)?.parse().ok()
+}
+
 /// Whether `pid` still runs (a zombie waiting for a reaper has stopped).
 fn alive(pid: u32) -> bool {
     let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
@@ -151,7 +186,7 @@ fn signal(pid: u32, name: &str) {
 #[test]
 fn a_run_whose_every_step_passes_says_passed_with_the_totals() {
     let layout = Layout::new();
-    let out = layout.start(&[]).wait_with_output().unwrap();
+    let (out, _) = layout.finish(layout.start(&[]), Duration::from_secs(120));
     let text = text(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("==> test.sh passed in "), "{text}");
@@ -162,7 +197,7 @@ fn a_run_whose_every_step_passes_says_passed_with_the_totals() {
 #[test]
 fn failing_tests_fail_the_run_with_final_totals() {
     let layout = Layout::new();
-    let out = layout.start(&[("STUB_TESTS", "fail")]).wait_with_output().unwrap();
+    let (out, _) = layout.finish(layout.start(&[("STUB_TESTS", "fail")]), Duration::from_secs(120));
     let text = text(&out);
     assert_eq!(out.status.code(), Some(101), "{text}");
     assert!(!text.contains("passed in"), "{text}");
@@ -184,7 +219,7 @@ fn a_signal_during_the_tests_ends_the_run_non_zero_naming_the_step() {
         let mut child = layout.start(&[("STUB_TESTS", "hang")]);
         let hung = layout.hung_pid(&mut child);
         signal(child.id(), name);
-        let out = child.wait_with_output().unwrap();
+        let (out, left_running) = layout.finish(child, Duration::from_secs(60));
         let text = text(&out);
         assert_eq!(out.status.code(), Some(code), "SIG{name}: {text}");
         assert!(
@@ -199,7 +234,7 @@ fn a_signal_during_the_tests_ends_the_run_non_zero_naming_the_step() {
             "{text}"
         );
         assert!(!text.lines().any(|l| l.starts_with("tests: ")), "no final totals: {text}");
-        assert!(!alive(hung), "SIG{name}: the hung cargo ({hung}) was left running");
+        assert_eq!(left_running, None, "SIG{name}: the hung cargo ({hung}) was left running");
         assert!(layout.calls().contains("scripts/infra/down.sh"), "SIG{name}: {}", layout.calls());
         assert!(
             !layout.calls().contains("stack-start"),
@@ -214,10 +249,8 @@ fn the_time_limit_ends_a_hung_step_non_zero_naming_it() {
     let layout = Layout::new();
     let mut child = layout.start(&[("STUB_HANG", "scripts/k8s/up.sh"), ("KUBEFACTS_TEST_TIMEOUT_SECS", "3")]);
     let hung = layout.hung_pid(&mut child);
-    let started = Instant::now();
-    let out = child.wait_with_output().unwrap();
+    let (out, left_running) = layout.finish(child, Duration::from_secs(60));
     let text = text(&out);
-    assert!(started.elapsed() < Duration::from_secs(30), "the limit of 3 s did not end the run: {text}");
     assert_eq!(out.status.code(), Some(124), "{text}");
     assert!(
         text.contains(
@@ -226,6 +259,6 @@ fn the_time_limit_ends_a_hung_step_non_zero_naming_it() {
         "{text}"
     );
     assert!(!text.contains("passed in"), "{text}");
-    assert!(!alive(hung), "the hung step ({hung}) was left running");
+    assert_eq!(left_running, None, "the hung step ({hung}) was left running");
     assert!(!layout.calls().contains("cargo test"), "no step after it ran: {}", layout.calls());
 }
