@@ -101,7 +101,9 @@ impl World {
         let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
             rdkafka::ClientConfig::new().set("bootstrap.servers", &world.infra.bootstrap).create().unwrap();
         let topic = world.topic("cleanup-decisions.v1");
-        let spec = kubefacts::runtime::topics::TopicSpec::new(&topic, PARTITIONS);
+        // As the process creates it (kept forever), which the cleaner reads.
+        let topics = kubefacts::config::TopicsConfig { prefix: world.prefix.clone(), ..Default::default() };
+        let spec = topics.spec(&topic, PARTITIONS, false);
         kubefacts::runtime::topics::ensure_topics(&admin, &[spec], true)
             .await
             .unwrap_or_else(|e| panic!("creating {topic} on {}: {e}", world.infra.bootstrap));
