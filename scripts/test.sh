@@ -71,6 +71,8 @@ trap 'interrupted "the time limit (KUBEFACTS_TEST_TIMEOUT_SECS=$TIMEOUT_SECS)" 1
 # The watchdog: USR1 to this script when the time limit has passed.
 sleep "$TIMEOUT_SECS" </dev/null >/dev/null 2>&1 && kill -USR1 "$$" 2>/dev/null &
 WATCHDOG_PID=$!
+# No job notice when finish stops it.
+disown "$WATCHDOG_PID"
 
 finish() {
   local rc=$?
