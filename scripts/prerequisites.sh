@@ -17,8 +17,7 @@ java17="$(find_java 17 || true)"
 [[ -n "$java17" ]] || missing+=(openjdk-17-jdk-headless)
 # The test brokers' create-topic policy is compiled at start (scripts/infra/lib.sh), and
 # tests/topics_and_partitioning.rs runs a Java source file: a JDK, not only a runtime.
-[[ -x "$(dirname "$(readlink -f "${java17:-/nonexistent}")")/javac" ]] || command -v javac >/dev/null 2>&1 ||
-  missing+=(openjdk-17-jdk-headless)
+[[ -n "$java17" && -n "$(find_javac "$java17")" ]] || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then missing+=(python3-venv); fi

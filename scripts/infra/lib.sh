@@ -205,13 +205,20 @@ prepare_kafka() {
 # TOPIC_POLICY_CLASS (the name for create.topic.policy.class.name).
 TOPIC_POLICY_SRC="$INFRA_DIR/RetentionMustBeExplicit.java"
 TOPIC_POLICY_CLASS=io.kubefacts.testbroker.RetentionMustBeExplicit
+# find_javac JAVA: prints the javac beside JAVA, else the one on PATH, else nothing.
+find_javac() {
+  local beside
+  beside="$(dirname "$(readlink -f "$1")")/javac"
+  if [[ -x "$beside" ]]; then printf '%s\n' "$beside"; else command -v javac || true; fi
+}
+
 prepare_topic_policy() {
   local java="$1" javac sha
-  sha="$(file_sha "$TOPIC_POLICY_SRC")"
+  # Compiled against this Kafka's interface: a new source or a new Kafka compiles anew.
+  sha="$(printf '%s %s' "$(file_sha "$TOPIC_POLICY_SRC")" "$KAFKA_VERSION" | sha256sum | cut -d' ' -f1)"
   TOPIC_POLICY_CLASSES="$CACHE_DIR/topic-policy/${sha:0:16}"
   [[ -f "$TOPIC_POLICY_CLASSES/.complete" ]] && return 0
-  javac="$(dirname "$(readlink -f "$java")")/javac"
-  [[ -x "$javac" ]] || javac="$(command -v javac || true)"
+  javac="$(find_javac "$java")"
   [[ -n "$javac" ]] ||
     fail topic-policy "no javac beside $java or on PATH: the test brokers' create-topic policy ($TOPIC_POLICY_SRC) is compiled at start; install a JDK (Debian: openjdk-17-jdk-headless)"
   rm -rf "$TOPIC_POLICY_CLASSES"
