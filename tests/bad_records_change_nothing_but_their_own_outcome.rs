@@ -4,7 +4,9 @@
 //! corrupted valid records), a Job without a key or with another Job's key, a Pod event
 //! without its Pod, garbage carrying the heartbeat header, a forwarded heartbeat with the
 //! wrong key, a tombstone, a snapshot marker on the sessions topic, a valid Job and a valid
-//! heartbeat stamped 50 minutes ahead, and a 1 040 000-byte value — are produced to the
+//! heartbeat stamped 50 minutes ahead, a 1 040 000-byte value, and (issue 46) valid Jobs
+//! stamped in 1990 (with and without `observed_at` to match), heartbeats of another
+//! instance and another cluster, and a Pod keyed by a Job not its own — are produced to the
 //! input topics ahead of a good trace, between its records and after it, stamped in the
 //! past, the present and the future. Then `kubefacts process` runs every stage (one
 //! instance SIGKILLed inside a transaction once). Every bad record must be in the
@@ -47,6 +49,8 @@ const PARTITIONS: i32 = 3;
 const HOURS: u32 = 2;
 const SEED: u64 = 21;
 const MIN: i64 = 60_000;
+/// 1990-01-01T00:00:00Z, epoch ms.
+const IN_1990: i64 = 631_152_000_000;
 
 /// One bad record to produce, and the reason its dead letter must carry (`None`: any
 /// codec reason — the corpus).
@@ -62,36 +66,72 @@ struct Bad {
     what: String,
 }
 
-/// Valid observations of the good trace to break: a Job event, a Pod event, a heartbeat.
+/// The instance `publish` names itself in the good trace's heartbeats and markers.
+const PUBLISHER: &str = "test";
+
+/// Valid observations of the good trace to break: a Job event, a Pod event, a heartbeat
+/// (as bytes, and as records to stamp again).
 struct Samples {
     job: (String, Vec<u8>),
     pod: Vec<u8>,
-    jobs_heartbeat: Vec<u8>,
+    records: [ObservationRecord; 3],
+    cluster: String,
     writers: BTreeMap<InputTopic, RecordWriter>,
 }
 
-fn samples(codec: &Codec, rt: &tokio::runtime::Runtime, topic: &dyn Fn(InputTopic) -> String) -> Samples {
+impl Samples {
+    /// The sample Job (0), Pod (1) or heartbeat (2), observed at `at` by `instance` of
+    /// `cluster` (default: the good trace's publisher), encoded.
+    fn stamped(&self, which: usize, at: i64, cluster: Option<&str>, instance: Option<&str>) -> Vec<u8> {
+        let mut r = self.records[which].clone();
+        let source = match &mut r {
+            ObservationRecord::Job(o) => {
+                o.observed_at = at;
+                &mut o.source
+            }
+            ObservationRecord::Pod(o) => {
+                o.observed_at = at;
+                &mut o.source
+            }
+            other => panic!("not a sample: {other:?}"),
+        };
+        source.cluster = cluster.unwrap_or(&self.cluster).to_owned();
+        source.instance = instance.unwrap_or(PUBLISHER).to_owned();
+        r.encode(&self.writers[&r.topic()]).unwrap()
+    }
+}
+
+fn samples(
+    codec: &Codec,
+    rt: &tokio::runtime::Runtime,
+    topic: &dyn Fn(InputTopic) -> String,
+    cluster: &str,
+) -> Samples {
     let profile = simulate::profile("small").unwrap();
-    let source = Source { cluster: "kubefacts".into(), instance: "test".into(), epoch: 1 };
+    let source = Source { cluster: cluster.into(), instance: PUBLISHER.into(), epoch: 1 };
     let mut observer = Observer::new(source, Default::default());
     let mut writers = BTreeMap::new();
     for t in InputTopic::ALL {
         writers.insert(t, rt.block_on(codec.value_writer(&topic(t), t.full_name())).unwrap());
     }
     let (mut job, mut pod, mut beat) = (None, None, None);
+    let mut records = Vec::new();
     for entry in simulate::simulate(&profile, 1, SEED) {
         for obs in observer.admit(entry).into_iter().flatten().flatten() {
             let Observation { topic: t, key, record } = &obs;
             let bytes = || record.encode(&writers[t]).unwrap();
             match (t, record.event(), key) {
                 (InputTopic::Jobs, ObservationEvent::Applied, Some(k)) if job.is_none() => {
-                    job = Some((k.clone(), bytes()))
+                    job = Some((k.clone(), bytes()));
+                    records.push((0, record.clone()));
                 }
                 (InputTopic::Pods, ObservationEvent::Applied, Some(_)) if pod.is_none() => {
-                    pod = Some(bytes())
+                    pod = Some(bytes());
+                    records.push((1, record.clone()));
                 }
                 (InputTopic::Jobs, ObservationEvent::Heartbeat, None) if beat.is_none() => {
-                    beat = Some(bytes())
+                    beat = Some(());
+                    records.push((2, record.clone()));
                 }
                 _ => {}
             }
@@ -100,7 +140,10 @@ fn samples(codec: &Codec, rt: &tokio::runtime::Runtime, topic: &dyn Fn(InputTopi
             break;
         }
     }
-    Samples { job: job.unwrap(), pod: pod.unwrap(), jobs_heartbeat: beat.unwrap(), writers }
+    records.sort_by_key(|(i, _)| *i);
+    let records: [ObservationRecord; 3] =
+        records.into_iter().map(|(_, r)| r).collect::<Vec<_>>().try_into().unwrap();
+    Samples { job: job.unwrap(), pod: pod.unwrap(), records, cluster: cluster.to_owned(), writers }
 }
 
 /// A deterministic stream of pseudo-random numbers (xorshift).
@@ -167,12 +210,12 @@ fn batch(
         };
     let pod_without_pod = ObservationRecord::marker(
         InputTopic::Pods,
-        Source { cluster: "kubefacts".into(), instance: "test".into(), epoch: 1 },
+        Source { cluster: s.cluster.clone(), instance: PUBLISHER.into(), epoch: 1 },
         0,
         ObservationEvent::Applied,
     );
     let marker_on_sessions = ObservationRecord::Session(SessionObservation {
-        source: Source { cluster: "kubefacts".into(), instance: "host".into(), epoch: 0 },
+        source: Source { cluster: s.cluster.clone(), instance: "host".into(), epoch: 0 },
         observed_at: 0,
         event: ObservationEvent::SnapshotEnd,
         session: None,
@@ -262,19 +305,19 @@ fn batch(
     if with_ahead {
         // Valid records whose only fault is their time: 50 minutes past the trace's end.
         let ahead = START_MS + i64::from(HOURS) * 60 * MIN + 50 * MIN;
-        let (uid, job) = &s.job;
+        let (uid, _) = &s.job;
         let p = kubefacts::runtime::partitioner::partition_for_key(uid.as_bytes(), PARTITIONS);
         out.push(bad(
             InputTopic::Jobs,
             p,
             Some(uid.as_bytes()),
-            Some(job.clone()),
+            Some(s.stamped(0, ahead, None, None)),
             ahead,
             false,
             Some("timestamp_ahead"),
             "valid Job, 50 min ahead",
         ));
-        let beat = s.jobs_heartbeat.clone();
+        let beat = s.stamped(2, ahead, None, None);
         out.push(bad(
             InputTopic::Jobs,
             (p + 1) % PARTITIONS,
@@ -285,8 +328,93 @@ fn batch(
             Some("timestamp_ahead"),
             "valid heartbeat, 50 min ahead",
         ));
+        // And one whose only fault is its past: 1990 (judged by its lane's next heartbeat
+        // when none came before it).
+        out.push(bad(
+            InputTopic::Jobs,
+            p,
+            Some(uid.as_bytes()),
+            Some(s.stamped(0, IN_1990, None, None)),
+            IN_1990,
+            false,
+            Some("timestamp_behind"),
+            "valid Job observed and stamped 1990",
+        ));
     }
     out
+}
+
+/// Valid records a lane judges by what it has seen of its publisher, so produced once the
+/// good trace's first half is on every partition: the past (stamped in 1990, with and
+/// without an `observed_at` to match), forged heartbeats (another instance of the
+/// publisher's epoch, another cluster), and a Pod keyed by a Job that is not its own.
+fn judged_by_the_lane(s: &Samples, present: i64) -> Vec<Bad> {
+    let (uid, job) = &s.job;
+    let p = kubefacts::runtime::partitioner::partition_for_key(uid.as_bytes(), PARTITIONS);
+    let at = s.records[0].observed_at();
+    let one = |topic, partition, key: Option<&[u8]>, value, ts, header, reason, what: &str| Bad {
+        topic,
+        partition,
+        key: key.map(<[u8]>::to_vec),
+        value: Some(value),
+        timestamp_ms: ts,
+        heartbeat_header: header,
+        reason: Some(reason),
+        what: what.to_owned(),
+    };
+    let foreign = "00000000-0000-4000-8000-00000000f0e1";
+    vec![
+        one(
+            InputTopic::Jobs,
+            p,
+            Some(uid.as_bytes()),
+            job.clone(),
+            IN_1990,
+            false,
+            "observed_at_mismatch",
+            &format!("valid Job stamped 1990, observed at {at}"),
+        ),
+        one(
+            InputTopic::Jobs,
+            p,
+            Some(uid.as_bytes()),
+            s.stamped(0, IN_1990, None, None),
+            IN_1990,
+            false,
+            "timestamp_behind",
+            "valid Job observed and stamped 1990",
+        ),
+        one(
+            InputTopic::Jobs,
+            (p + 1) % PARTITIONS,
+            None,
+            s.stamped(2, present, None, Some("forger")),
+            present,
+            true,
+            "unknown_publisher",
+            "a heartbeat of another instance",
+        ),
+        one(
+            InputTopic::Jobs,
+            (p + 2) % PARTITIONS,
+            None,
+            s.stamped(2, present, Some("another-cluster"), None),
+            present,
+            true,
+            "unknown_publisher",
+            "a heartbeat of another cluster",
+        ),
+        one(
+            InputTopic::Pods,
+            kubefacts::runtime::partitioner::partition_for_key(foreign.as_bytes(), PARTITIONS),
+            Some(foreign.as_bytes()),
+            s.pod.clone(),
+            present,
+            false,
+            "wrong_key",
+            "a Pod keyed by another Job's UID",
+        ),
+    ]
 }
 
 /// Produces `bad`, returning each with its (topic, partition, offset).
@@ -354,9 +482,10 @@ fn bad_records_change_nothing_but_their_own_outcome() {
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let codec = Codec::new(None).unwrap();
-    let topics = kubefacts::config::PipelineConfig::load(&config).unwrap().topics;
+    let pipeline = kubefacts::config::PipelineConfig::load(&config).unwrap();
+    let topics = pipeline.topics;
     let topic = |t: InputTopic| t.topic_name(&topics);
-    let s = samples(&codec, &rt, &topic);
+    let s = samples(&codec, &rt, &topic, &pipeline.cluster);
     let mut rng = Rng(0x5eed_0021);
     let (past, present, future) = (START_MS - 24 * 60 * MIN, START_MS + 60 * MIN, START_MS + 170 * MIN);
 
@@ -372,6 +501,8 @@ fn bad_records_change_nothing_but_their_own_outcome() {
         bootstrap,
         "--config",
         config_arg,
+        "--instance-id",
+        PUBLISHER,
     ];
     kubefacts_ok(&[&publish[..], &["--input", empty.to_str().unwrap()]].concat());
     let mut produced =
@@ -400,6 +531,7 @@ fn bad_records_change_nothing_but_their_own_outcome() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let mut between = batch(&codec, &rt, &s, &mut rng, &[past, present, future], true);
+    between.extend(judged_by_the_lane(&s, present));
     let huge: Vec<u8> = (0..1_040_000u32).map(|i| (i * 7 + 3) as u8).collect();
     between.push(Bad {
         topic: InputTopic::CronJobs,
@@ -430,7 +562,7 @@ fn bad_records_change_nothing_but_their_own_outcome() {
         .unwrap();
     let mut beats = Vec::new();
     for t in InputTopic::ALL {
-        let source = Source { cluster: "kubefacts".into(), instance: "test".into(), epoch: 1 };
+        let source = Source { cluster: s.cluster.clone(), instance: PUBLISHER.into(), epoch: 1 };
         let beat = ObservationRecord::marker(t, source, last_beat, ObservationEvent::Heartbeat);
         let value = beat.encode(&s.writers[&t]).unwrap();
         for p in 0..PARTITIONS {

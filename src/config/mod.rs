@@ -158,6 +158,16 @@ pub struct ProcessConfig {
     /// `timestamp_ahead` (it then moves no stream time). Covers clock skew between watcher
     /// replicas across a leader change; docs/RUNTIME.md, "Time cannot be poisoned".
     pub max_ahead_of_heartbeat_ms: i64,
+    /// How far, in milliseconds, a record of a source topic may be stamped before the last
+    /// watcher heartbeat before it on its partition before it is dead-lettered as
+    /// `timestamp_behind` (it then moves no stream time, no sweep, no state). The watcher
+    /// never stamps a record before a heartbeat it sent; a relist's historical objects are
+    /// stamped when they were listed. docs/RUNTIME.md, "Time cannot be poisoned".
+    pub max_behind_heartbeat_ms: i64,
+    /// How far, in milliseconds, an observation's `observed_at` may be from its record
+    /// timestamp on a source topic the watcher heartbeats before it is dead-lettered as
+    /// `observed_at_mismatch` (the watcher stamps the record with `observed_at` exactly).
+    pub max_stamp_skew_ms: i64,
     /// The stages, in topological order (a stage reads topics earlier stages write).
     pub stages: Vec<StageConfig>,
 }
@@ -176,6 +186,8 @@ impl Default for ProcessConfig {
             partitions: 3,
             metrics_addr: None,
             max_ahead_of_heartbeat_ms: 60_000,
+            max_behind_heartbeat_ms: 60_000,
+            max_stamp_skew_ms: 60_000,
             stages: vec![
                 StageConfig {
                     name: None,
@@ -506,6 +518,9 @@ impl PipelineConfig {
             checked,
             dead_lettered_elsewhere,
             max_ahead_ms: self.process.max_ahead_of_heartbeat_ms,
+            max_behind_ms: self.process.max_behind_heartbeat_ms,
+            max_stamp_skew_ms: self.process.max_stamp_skew_ms,
+            cluster: Some(self.cluster.clone()),
         }
     }
 
@@ -572,6 +587,14 @@ impl ProcessConfig {
         for (key, value) in positive {
             if value == 0 {
                 return Err(invalid(&format!("process.{key}"), "must be at least 1".into()));
+            }
+        }
+        for (key, v) in [
+            ("max_behind_heartbeat_ms", self.max_behind_heartbeat_ms),
+            ("max_stamp_skew_ms", self.max_stamp_skew_ms),
+        ] {
+            if v < 0 {
+                return Err(invalid(&format!("process.{key}"), "must be 0 or more".into()));
             }
         }
         if self.max_ahead_of_heartbeat_ms < 0 {

@@ -6,7 +6,7 @@ use crate::{
     codec::{Codec, CodecError},
     facts::JobRun,
     observe::{CronJobObservation, LeaseObservation, shape},
-    runtime::{DecodeInput, Event, Port, ProcessError},
+    runtime::{DecodeInput, Event, Port, ProcessError, Stamp},
 };
 
 /// `[coverage]`'s output ports, in the order of [`super::Coverage::OUTPUTS`].
@@ -118,6 +118,14 @@ impl DecodeInput for CoverageInput {
             CoverageInput::Run(_) => Ok(()),
             CoverageInput::CronJob(o) => shape::cronjob_shape(o).check(key, time_header),
             CoverageInput::Lease(o) => shape::lease_shape(o).check(key, time_header),
+        }
+    }
+
+    fn stamp(&self) -> Option<Stamp<'_>> {
+        match self {
+            CoverageInput::Run(_) => None,
+            CoverageInput::CronJob(o) => Some(shape::stamp(&o.source, o.event, o.observed_at)),
+            CoverageInput::Lease(o) => Some(shape::stamp(&o.source, o.event, o.observed_at)),
         }
     }
 }

@@ -31,6 +31,8 @@ use crate::{
 pub struct JobGlance {
     /// Who published it (its epoch ages dependents out after a relist).
     pub source: Source,
+    /// When it was observed, epoch ms.
+    pub observed_at: i64,
     /// What it reports.
     pub event: ObservationEvent,
     /// The Job, for APPLIED and DELETED.
@@ -56,6 +58,7 @@ impl JobGlance {
     pub fn of(obs: &JobObservation) -> Self {
         Self {
             source: obs.source.clone(),
+            observed_at: obs.observed_at,
             event: obs.event,
             job: obs.job.as_ref().map(|job| GlancedJob {
                 uid: job.meta.uid.clone(),
@@ -73,7 +76,7 @@ impl JobGlance {
     pub fn read(r: &mut Reader<'_>) -> Result<Self, Unreadable> {
         use crate::codec::direct::Datum;
         let source = Source::read(r)?;
-        r.long()?; // observed_at
+        let observed_at = r.long()?;
         let event = ObservationEvent::read(r)?;
         let job = r.optional(|r| {
             // ObjectMeta
@@ -116,7 +119,7 @@ impl JobGlance {
             let finished = ended && uncounted_succeeded == 0 && uncounted_failed == 0;
             Ok(GlancedJob { uid, namespace, annotations, finished })
         })?;
-        Ok(Self { source, event, job })
+        Ok(Self { source, observed_at, event, job })
     }
 }
 
@@ -125,6 +128,8 @@ impl JobGlance {
 pub struct PodGlance {
     /// Who published it.
     pub source: Source,
+    /// When it was observed, epoch ms.
+    pub observed_at: i64,
     /// What it reports.
     pub event: ObservationEvent,
     /// The Pod, for APPLIED and DELETED.
@@ -182,6 +187,7 @@ impl PodGlance {
     pub fn of(obs: &PodObservation) -> Self {
         Self {
             source: obs.source.clone(),
+            observed_at: obs.observed_at,
             event: obs.event,
             pod: obs.pod.as_ref().map(|pod| {
                 let job_uid = pod.controller.as_ref().filter(|c| c.kind == Kind::Job).map(|c| c.uid.clone());
@@ -218,7 +224,7 @@ impl PodGlance {
     pub fn read(r: &mut Reader<'_>) -> Result<Self, Unreadable> {
         use crate::codec::direct::Datum;
         let source = Source::read(r)?;
-        r.long()?; // observed_at
+        let observed_at = r.long()?;
         let event = ObservationEvent::read(r)?;
         let pod = r.optional(|r| {
             // ObjectMeta
@@ -276,7 +282,7 @@ impl PodGlance {
             r.each(&mut container)?; // init_containers
             Ok(GlancedPod { job_uid, terminations })
         })?;
-        Ok(Self { source, event, pod })
+        Ok(Self { source, observed_at, event, pod })
     }
 }
 

@@ -5,7 +5,7 @@ use super::glance::{JobGlance, PodGlance};
 use crate::{
     codec::{Codec, CodecError},
     observe::{JobObservation, PodObservation, shape},
-    runtime::{DecodeInput, Event, Port, ProcessError},
+    runtime::{DecodeInput, Event, Port, ProcessError, Stamp},
 };
 
 /// `[runs]`'s output ports, in the order of [`super::Runs::OUTPUTS`].
@@ -166,10 +166,22 @@ impl DecodeInput for RunsInput {
                 let uid = o.job.as_ref().map(|j| j.uid.as_str());
                 shape::job_shape_of(o.event, &o.source, uid).check(key, time_header)
             }
-            RunsInput::Pod(o) => {
-                shape::pod_shape_of(o.event, &o.source, o.pod.is_some()).check(key, time_header)
+            RunsInput::Pod(o) => match o.pod.as_ref().map(|p| p.job_uid.as_deref()) {
+                None => shape::pod_shape_of(o.event, &o.source, None),
+                Some(Some(job)) => shape::pod_shape_of(o.event, &o.source, Some(job)),
+                // A Pod of no Job: `[runs]` does not keep what its key depends on.
+                Some(None) => shape::pod_shape_unchecked(o.event, &o.source),
             }
+            .check(key, time_header),
         }
+    }
+
+    fn stamp(&self) -> Option<Stamp<'_>> {
+        Some(match self {
+            RunsInput::Job(o) => shape::stamp(&o.source, o.event, o.observed_at),
+            RunsInput::AnyJob(o) => shape::stamp(&o.source, o.event, o.observed_at),
+            RunsInput::Pod(o) => shape::stamp(&o.source, o.event, o.observed_at),
+        })
     }
 
     fn view_as(&self, input: usize) -> Option<Self> {

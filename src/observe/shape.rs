@@ -9,7 +9,7 @@ use super::{
     CronJobObservation, JobObservation, LeaseObservation, ObservationEvent, PodObservation,
     SessionObservation, Source,
 };
-use crate::runtime::{ProcessError, Reason};
+use crate::runtime::{ProcessError, Publisher, Reason, Stamp};
 
 /// What an observation of a source topic must be (DESIGN §3): an APPLIED or DELETED event
 /// carries its object and the key its topic is keyed by; a marker or heartbeat carries
@@ -28,6 +28,9 @@ pub struct ObservationShape<'a> {
     /// The key the object's topic keys it by, when the reader can compute it (`None`: only
     /// presence is checked).
     pub expected_key: Option<Cow<'a, str>>,
+    /// Other keys it may have where the reader cannot tell which is right (a Pod of no Job:
+    /// its session label's value or its UID, the label depending on the publisher).
+    pub also_keys: Vec<&'a str>,
     /// Whether snapshot markers belong on this topic (not on `sessions.v1`).
     pub markers: bool,
 }
@@ -55,13 +58,18 @@ impl ObservationShape<'_> {
                     return err(Reason::MissingKey, format!("a {kind} event without a key"));
                 };
                 match &self.expected_key {
-                    Some(expected) if key != expected.as_bytes() => err(
-                        Reason::WrongKey,
-                        format!(
-                            "a {kind} keyed {:?}, but its topic keys it by {expected:?}: it is on the wrong partition",
-                            String::from_utf8_lossy(key)
-                        ),
-                    ),
+                    Some(expected)
+                        if key != expected.as_bytes()
+                            && !self.also_keys.iter().any(|k| k.as_bytes() == key) =>
+                    {
+                        err(
+                            Reason::WrongKey,
+                            format!(
+                                "a {kind} keyed {:?}, but its topic keys it by {expected:?}: it is on the wrong partition",
+                                String::from_utf8_lossy(key)
+                            ),
+                        )
+                    }
                     _ => Ok(()),
                 }
             }
@@ -122,18 +130,65 @@ pub fn job_shape_of<'a>(
         has_object: uid.is_some(),
         expected_key: uid.map(Cow::Borrowed),
         markers: true,
+        also_keys: Vec::new(),
     }
 }
 
-/// The shape of a `pods.v1` record: keyed by its routing key, which depends on the
-/// publisher's session label, so only its presence is checked.
+/// The shape of a `pods.v1` record: keyed by its routing key (`super::pod_routing_key`) —
+/// its controlling Job's UID; else its session label's value, else its UID. Which label is
+/// the session label is the publisher's setting, so a Pod of no Job may be keyed by its UID
+/// or by the value of one of its (allowlisted) labels, and nothing else.
 pub fn pod_shape(o: &PodObservation) -> ObservationShape<'_> {
-    pod_shape_of(o.event, &o.source, o.pod.is_some())
+    let Some(pod) = &o.pod else { return pod_shape_of(o.event, &o.source, None) };
+    let job = pod.controller.as_ref().filter(|c| c.kind == super::Kind::Job);
+    let mut shape = pod_shape_of(o.event, &o.source, Some(job.map_or(&pod.meta.uid, |c| &c.uid)));
+    if job.is_none() {
+        shape.also_keys = pod.meta.labels.values().map(String::as_str).filter(|v| !v.is_empty()).collect();
+    }
+    shape
 }
 
-/// [`pod_shape`] of a view of the observation: its event, its source, whether it has its Pod.
-pub fn pod_shape_of(event: ObservationEvent, source: &Source, has_pod: bool) -> ObservationShape<'_> {
-    ObservationShape { kind: "Pod", event, source, has_object: has_pod, expected_key: None, markers: true }
+/// [`pod_shape`] of a view of the observation: its event, its source and, when it has its
+/// Pod, the key it must have (`None`: no Pod). A view that keeps only a Job-controlled
+/// Pod's Job gives the Job's UID, and for any other Pod nothing to compare (`Some(None)`
+/// is not possible here: such a view passes [`ObservationShape::expected_key`] `None`
+/// through [`pod_shape_unchecked`]).
+pub fn pod_shape_of<'a>(
+    event: ObservationEvent,
+    source: &'a Source,
+    key: Option<&'a str>,
+) -> ObservationShape<'a> {
+    ObservationShape {
+        kind: "Pod",
+        event,
+        source,
+        has_object: key.is_some(),
+        expected_key: key.map(Cow::Borrowed),
+        also_keys: Vec::new(),
+        markers: true,
+    }
+}
+
+/// [`pod_shape_of`] of a view that has its Pod but cannot say its key (a Pod of no Job, as
+/// `[runs]` glances at it): only the key's presence is checked.
+pub fn pod_shape_unchecked(event: ObservationEvent, source: &Source) -> ObservationShape<'_> {
+    ObservationShape { expected_key: None, has_object: true, ..pod_shape_of(event, source, None) }
+}
+
+/// What an observation says of its time and publisher ([`crate::runtime::Stamp`]): its
+/// `observed_at`, and for a heartbeat or snapshot marker its source.
+pub fn stamp(source: &Source, event: ObservationEvent, observed_at: i64) -> Stamp<'_> {
+    let marker = matches!(
+        event,
+        ObservationEvent::Heartbeat | ObservationEvent::SnapshotBegin | ObservationEvent::SnapshotEnd
+    );
+    let publisher = marker.then_some(Publisher {
+        cluster: &source.cluster,
+        instance: &source.instance,
+        epoch: source.epoch,
+        begins: event == ObservationEvent::SnapshotBegin,
+    });
+    Stamp { observed_at_ms: observed_at, publisher }
 }
 
 /// The shape of a `cronjobs.v1` record: keyed by the CronJob's UID.
@@ -145,6 +200,7 @@ pub fn cronjob_shape(o: &CronJobObservation) -> ObservationShape<'_> {
         has_object: o.cronjob.is_some(),
         expected_key: o.cronjob.as_ref().map(|c| Cow::Borrowed(c.meta.uid.as_str())),
         markers: true,
+        also_keys: Vec::new(),
     }
 }
 
@@ -157,6 +213,7 @@ pub fn lease_shape(o: &LeaseObservation) -> ObservationShape<'_> {
         has_object: o.lease.is_some(),
         expected_key: o.lease.as_ref().map(|l| Cow::Owned(format!("{}/{}", l.meta.namespace, l.meta.name))),
         markers: true,
+        also_keys: Vec::new(),
     }
 }
 
@@ -170,6 +227,7 @@ pub fn session_shape(o: &SessionObservation) -> ObservationShape<'_> {
         has_object: o.session.is_some(),
         expected_key: o.session.as_ref().map(|s| Cow::Borrowed(s.session_id.as_str())),
         markers: false,
+        also_keys: Vec::new(),
     }
 }
 
@@ -189,6 +247,7 @@ mod tests {
             has_object,
             expected_key: Some(Cow::Borrowed("uid-1")),
             markers: true,
+            also_keys: Vec::new(),
         }
     }
 

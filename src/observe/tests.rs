@@ -431,6 +431,26 @@ fn pod_routing_keys_follow_design_section_2() {
 }
 
 #[test]
+fn a_pod_keyed_by_anything_but_its_routing_key_is_on_the_wrong_partition() {
+    let (job_uid, pod_uid) = (uid(100), uid(101));
+    let cfg = MinimizeConfig::default();
+    let reason = |p: core::Pod, key: &str| {
+        let ObservationRecord::Pod(o) = observe_one(&applied(KubeObject::Pod(Box::new(p)))).record else {
+            panic!("not a Pod observation")
+        };
+        shape::pod_shape(&o).check(Some(key.as_bytes()), false).err().map(|e| e.reason.as_str())
+    };
+    let job_pod = || owned(pod("nightly-1-x", &pod_uid), controlled_by("Job", "nightly-1", &job_uid));
+    assert_eq!(reason(job_pod(), &job_uid), None);
+    assert_eq!(reason(job_pod(), &pod_uid), Some("wrong_key"), "a Job's Pod by its own UID");
+    assert_eq!(reason(job_pod(), &uid(7)), Some("wrong_key"), "a Job's Pod by another Job's UID");
+    let session_pod = || with_label(pod("agent-s-1", &pod_uid), &cfg.session_label, "s-1");
+    assert_eq!(reason(session_pod(), "s-1"), None, "by its session");
+    assert_eq!(reason(session_pod(), &pod_uid), None, "by its UID (another session label)");
+    assert_eq!(reason(session_pod(), "s-2"), Some("wrong_key"), "by another session");
+}
+
+#[test]
 fn the_session_label_is_copied_even_when_not_listed() {
     let cfg = MinimizeConfig {
         label_keys: vec!["app".into()],

@@ -45,6 +45,14 @@ pub enum Reason {
     EncodeFailed,
     /// A cleanup decision that breaks its contract.
     InvalidDecision,
+    /// Stamped implausibly far before the heartbeat before it.
+    TimestampBehind,
+    /// An observation whose own time disagrees with its record timestamp.
+    ObservedAtMismatch,
+    /// A heartbeat or marker from a publisher its partition does not know.
+    UnknownPublisher,
+    /// An output or state change of the record larger than what Kafka takes.
+    OutputTooLarge,
 }
 
 impl Reason {
@@ -67,6 +75,10 @@ impl Reason {
             Self::InvalidQuantity => "invalid_quantity",
             Self::EncodeFailed => "encode_failed",
             Self::InvalidDecision => "invalid_decision",
+            Self::TimestampBehind => "timestamp_behind",
+            Self::ObservedAtMismatch => "observed_at_mismatch",
+            Self::UnknownPublisher => "unknown_publisher",
+            Self::OutputTooLarge => "output_too_large",
         }
     }
 }
@@ -146,6 +158,14 @@ impl DeadLetter {
         let detail = "stamped more than [process].max_ahead_of_heartbeat_ms ahead of the watcher heartbeat \
                       that follows it on its partition: its time is implausible, so it moved no stream time";
         Self::new(source, Reason::TimestampAhead.as_str(), detail.into())
+    }
+
+    /// A dead letter for a record stamped too far before the heartbeat before it (it
+    /// carried no time).
+    pub fn behind(source: Source<'_>) -> Self {
+        let detail = "stamped more than [process].max_behind_heartbeat_ms before the watcher heartbeat \
+                      before it on its partition: its time is implausible, so it moved no stream time";
+        Self::new(source, Reason::TimestampBehind.as_str(), detail.into())
     }
 
     /// A dead letter with an explicit reason.

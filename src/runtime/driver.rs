@@ -291,7 +291,7 @@ where
         for (q, records) in topic.partitions.iter().enumerate() {
             let mut verdicts = Vec::with_capacity(records.len());
             for (offset, rec) in records.iter().enumerate() {
-                verdicts.push(admit_judged(codec, (input, q as i32, offset as i64), rec).await?);
+                verdicts.push(admit_judged((codec, rules), (input, q as i32, offset as i64), rec).await?);
             }
             admitted_globals.push(verdicts);
         }
@@ -341,12 +341,18 @@ where
             .collect();
         let checked = lanes.iter().map(|(input, _, _)| rules.checked.contains(input));
         let mut gate = Gate::new(lanes.iter().map(|(input, _, _)| !untimed.contains(input)))
-            .checking(checked, rules.max_ahead_ms);
+            .checking(checked, (rules.max_ahead_ms, rules.max_behind_ms));
         // Everything each lane will ever hold is here: release in merge order.
         gate.close();
         let mut next = vec![0usize; subs.len()];
-        let feeding =
-            Feeding { codec, lanes: &lanes, subs: &subs, globals: &admitted_globals, inputs: inputs.len() };
+        let feeding = Feeding {
+            codec,
+            rules,
+            lanes: &lanes,
+            subs: &subs,
+            globals: &admitted_globals,
+            inputs: inputs.len(),
+        };
         for sub in 0..subs.len() {
             feeding.feed(&mut gate, &mut next, sub).await?;
         }
@@ -371,6 +377,7 @@ where
                 admitted,
                 verdict: released.verdict,
                 checked_beat: rec.beat && rules.checked.contains(&input),
+                checked: rules.checked.contains(&input),
                 letters: rules.writes_dead_letter(input, global, q, partition, partitions),
             };
             if let Some(refused) = step(processor_name, &mut task, released) {
@@ -418,6 +425,7 @@ where
 /// enters (so a record nothing can use enters carrying no time).
 struct Feeding<'a, I> {
     codec: &'a Codec,
+    rules: &'a InputRules,
     lanes: &'a [(usize, &'a MemTopic, i32)],
     subs: &'a [(usize, u32, Vec<u32>)],
     /// Per global lane (lane − `inputs`), every record's verdict, admitted once for all
@@ -430,11 +438,12 @@ struct Feeding<'a, I> {
 /// Admits record `rec` at (input, partition, offset); a record that cannot be judged (the
 /// registry did not answer) stops the run.
 async fn admit_judged<I: crate::runtime::DecodeInput>(
-    codec: &Codec,
+    (codec, rules): (&Codec, &InputRules),
     (input, partition, offset): (usize, i32, i64),
     rec: &LogRecord,
 ) -> Result<Admitted<I>, DriverError> {
     let env = Envelope {
+        checked: rules.checked.contains(&input).then_some(rules),
         input,
         key: rec.key.as_deref(),
         value: rec.value.as_deref(),
@@ -471,8 +480,9 @@ impl<I: crate::runtime::DecodeInput> Feeding<'_, I> {
                 .and_then(|gl| self.globals[gl][offset as usize].again())
             {
                 Some(admitted) => admitted,
-                None => admit_judged(self.codec, (input, q, i64::from(offset)), rec).await?,
+                None => admit_judged((self.codec, self.rules), (input, q, i64::from(offset)), rec).await?,
             };
+            let admitted = admit::vet(gate, *lane, (rec.writer, i64::from(offset)), admitted);
             let mark = match &admitted {
                 Admitted::Retry(_) | Admitted::Reject { .. } => Mark::Void,
                 Admitted::Time => Mark::Forwarded,

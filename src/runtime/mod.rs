@@ -42,7 +42,7 @@ pub use deadletter::Reason;
 pub use epoch::{EpochTable, Epoched};
 pub use processor::{
     DecodeInput, Event, MAX_LINKS, OutputPort, OutputRecord, Outputs, Port, ProcessError, Processor,
-    RecordMeta,
+    Publisher, RecordMeta, Stamp,
 };
 pub use store::{KvStore, StateStore, StoreError};
 pub use task::Task;

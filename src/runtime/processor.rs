@@ -51,6 +51,14 @@ pub trait DecodeInput: Sized + Send + Clone {
         Ok(())
     }
 
+    /// What an observation says of its own time and, for a heartbeat or snapshot marker,
+    /// of its publisher: on a checked input the runtime holds it to them (its observation
+    /// time agrees with its record timestamp; its publisher is the one its lane knows).
+    /// `None`: nothing to check.
+    fn stamp(&self) -> Option<Stamp<'_>> {
+        None
+    }
+
     /// This record as input `input` reads the same bytes, made from the decoded value
     /// without decoding again; `None`: decode them. A stage that reads a topic both
     /// co-partitioned and global (the Jobs of `[runs]`) has the global lanes of partitions
@@ -58,6 +66,39 @@ pub trait DecodeInput: Sized + Send + Clone {
     /// It must equal what `decode(input, …)` and `check` make of the same bytes.
     fn view_as(&self, _input: usize) -> Option<Self> {
         None
+    }
+}
+
+/// What a decoded observation says of itself ([`DecodeInput::stamp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp<'a> {
+    /// When it was observed, epoch ms (what the publisher stamps the record with).
+    pub observed_at_ms: i64,
+    /// Who published it, for a heartbeat or snapshot marker.
+    pub publisher: Option<Publisher<'a>>,
+}
+
+/// The publisher a heartbeat or snapshot marker names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Publisher<'a> {
+    /// Its cluster.
+    pub cluster: &'a str,
+    /// Its instance (a watcher replica).
+    pub instance: &'a str,
+    /// The snapshot epoch it carries.
+    pub epoch: i64,
+    /// Whether it is a SNAPSHOT_BEGIN.
+    pub begins: bool,
+}
+
+impl Publisher<'_> {
+    /// What the gate judges of it.
+    pub fn claim(&self) -> super::clock::Claim {
+        super::clock::Claim {
+            epoch: self.epoch,
+            instance: super::clock::Claim::instance_hash(self.instance),
+            begins: self.begins,
+        }
     }
 }
 

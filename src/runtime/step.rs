@@ -8,7 +8,7 @@ use super::{
     admit::Admitted,
     clock::{Verdict, Writer},
     deadletter::{DeadLetter, Reason, Source},
-    processor::{Processor, RecordMeta},
+    processor::{DecodeInput as _, Processor, RecordMeta, Stamp},
     task::Task,
 };
 
@@ -39,6 +39,9 @@ pub struct Released<'a, I> {
     pub verdict: Verdict,
     /// A watcher heartbeat on a lane checked against heartbeats: the task remembers it.
     pub checked_beat: bool,
+    /// Whether its lane is checked: the publisher of a heartbeat or marker on it is
+    /// remembered ([`Task::note_publisher`]).
+    pub checked: bool,
     /// Whether this task writes the record's dead letter when admission or the gate
     /// refused it ([`super::admit::InputRules::writes_dead_letter`]); a processor's own
     /// refusal is always written by the task that met it.
@@ -80,13 +83,26 @@ pub fn step<P: Processor>(
         processor,
         stream_time: task.stream_time(),
     };
-    if rec.checked_beat && rec.verdict == Verdict::Use && matches!(rec.admitted, Admitted::Use(_)) {
-        task.note_heartbeat(rec.input, rec.partition, rec.timestamp_ms);
+    if rec.verdict == Verdict::Use
+        && let Admitted::Use(decoded) = &rec.admitted
+    {
+        if rec.checked_beat {
+            task.note_heartbeat(rec.input, rec.partition, rec.timestamp_ms);
+        }
+        if rec.checked
+            && let Some(Stamp { publisher: Some(p), .. }) = decoded.stamp()
+        {
+            task.note_publisher(rec.input, rec.partition, p.claim());
+        }
     }
     let ((reason, letter), own) = match (rec.verdict, rec.admitted) {
         (Verdict::Ahead, _) => {
             task.skip(&meta);
             ((Reason::TimestampAhead.as_str(), DeadLetter::ahead(source)), false)
+        }
+        (Verdict::Behind, _) => {
+            task.skip(&meta);
+            ((Reason::TimestampBehind.as_str(), DeadLetter::behind(source)), false)
         }
         (_, Admitted::Time) => {
             task.advance(&meta);

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     StreamTime,
-    clock::Writer,
+    clock::{Claim, Writer},
     processor::{OutputRecord, Outputs, ProcessError, Processor, RecordMeta},
     store::{Change, KvStore, StateStore, StoreError},
 };
@@ -57,6 +57,20 @@ pub enum ClockKey {
     /// The last watcher heartbeat processed on a checked lane (what its next records are
     /// judged against: [`super::Gate::checking`]).
     LaneHeartbeat {
+        /// Input index.
+        input: u32,
+        /// Partition.
+        partition: i32,
+    },
+    /// The snapshot epoch the publisher of a checked lane began ([`super::Gate::vet`]).
+    LanePublisherEpoch {
+        /// Input index.
+        input: u32,
+        /// Partition.
+        partition: i32,
+    },
+    /// The hash of that publisher's instance ([`super::clock::Claim::instance_hash`]).
+    LanePublisherInstance {
         /// Input index.
         input: u32,
         /// Partition.
@@ -209,6 +223,39 @@ impl<P: Processor> Task<P> {
     /// judges that lane's next records against it.
     pub fn note_heartbeat(&mut self, input: usize, partition: i32, at_ms: i64) {
         self.clock.put(ClockKey::LaneHeartbeat { input: input as u32, partition }, at_ms);
+    }
+
+    /// A heartbeat or marker claiming `claim` was processed on a checked lane: the lane's
+    /// publisher as the gate knows it after it ([`Claim::judge`]), so a restored task judges
+    /// that lane's next publishers as the gate did. Written only when it changed (a heartbeat
+    /// of the known publisher changes nothing).
+    pub fn note_publisher(&mut self, input: usize, partition: i32, claim: Claim) {
+        let input = input as u32;
+        let at = ClockKey::LanePublisherEpoch { input, partition };
+        let who = ClockKey::LanePublisherInstance { input, partition };
+        let known = self.clock.get(&at).copied().zip(self.clock.get(&who).map(|&i| i as u64));
+        // The gate let it through, so the claim holds; were it not to, nothing changes.
+        let Ok(Some((epoch, instance))) = claim.judge(known) else { return };
+        if known != Some((epoch, instance)) {
+            self.clock.put(at, epoch);
+            self.clock.put(who, instance as i64);
+        }
+    }
+
+    /// The publisher last processed per checked lane: (input, partition, (epoch, instance
+    /// hash)).
+    pub fn lane_publishers(&self) -> Vec<(usize, i32, (i64, u64))> {
+        self.clock
+            .iter()
+            .filter_map(|(k, &epoch)| match *k {
+                ClockKey::LanePublisherEpoch { input, partition } => {
+                    let who = ClockKey::LanePublisherInstance { input, partition };
+                    let instance = *self.clock.get(&who)? as u64;
+                    Some((input as usize, partition, (epoch, instance)))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// The last heartbeat processed per checked lane: (input, partition, time).

@@ -5,7 +5,7 @@ use super::{model::SessionRetained, retention::RetentionState};
 use crate::{
     codec::{Codec, CodecError},
     observe::{PodObservation, SessionObservation, shape},
-    runtime::{DecodeInput, Event, Port, ProcessError},
+    runtime::{DecodeInput, Event, Port, ProcessError, Stamp},
 };
 
 /// `[sessions]`'s output ports, in the order of [`super::Sessions::OUTPUTS`].
@@ -147,6 +147,13 @@ impl DecodeInput for SessionsInput {
             SessionsInput::Session(o) => shape::session_shape(o).check(key, time_header),
             SessionsInput::Pod(o) => shape::pod_shape(o).check(key, time_header),
         }
+    }
+
+    fn stamp(&self) -> Option<Stamp<'_>> {
+        Some(match self {
+            SessionsInput::Session(o) => shape::stamp(&o.source, o.event, o.observed_at),
+            SessionsInput::Pod(o) => shape::stamp(&o.source, o.event, o.observed_at),
+        })
     }
 }
 

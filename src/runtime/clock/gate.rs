@@ -3,7 +3,7 @@
 
 use super::{
     lane::{Entry, Lane, Sub},
-    mark::{Mark, Verdict},
+    mark::{Claim, Mark, Verdict},
     writer::Writer,
 };
 
@@ -38,6 +38,8 @@ pub struct Gate<T> {
     closed: bool,
     /// How far ahead of the heartbeat after it a record of a checked lane may be.
     max_ahead_ms: i64,
+    /// How far behind the heartbeat before it a record of a checked lane may be.
+    max_behind_ms: i64,
     len: usize,
 }
 
@@ -47,17 +49,47 @@ impl<T> Gate<T> {
         let lanes = (timed.into_iter())
             .map(|timed| Lane { timed, checked: false, tasks: 1, subs: Vec::new() })
             .collect();
-        Self { lanes, closed: false, max_ahead_ms: i64::MAX, len: 0 }
+        Self { lanes, closed: false, max_ahead_ms: i64::MAX, max_behind_ms: i64::MAX, len: 0 }
     }
 
     /// Checks the lanes flagged `true` (one flag per lane): their records are judged by
-    /// the heartbeats that follow them, at most `max_ahead_ms` ahead (module docs).
-    pub fn checking(mut self, checked: impl IntoIterator<Item = bool>, max_ahead_ms: i64) -> Self {
+    /// the heartbeats that follow them, at most `max_ahead_ms` ahead, and by the heartbeat
+    /// before them, at most `max_behind_ms` behind (module docs).
+    pub fn checking(
+        mut self,
+        checked: impl IntoIterator<Item = bool>,
+        (max_ahead_ms, max_behind_ms): (i64, i64),
+    ) -> Self {
         for (lane, checked) in self.lanes.iter_mut().zip(checked) {
             lane.checked = checked;
         }
         self.max_ahead_ms = max_ahead_ms.max(0);
+        self.max_behind_ms = max_behind_ms.max(0);
         self
+    }
+
+    /// Whether `lane` is checked (its heartbeats and markers name a publisher it knows).
+    pub fn is_checked(&self, lane: usize) -> bool {
+        self.lanes[lane].checked
+    }
+
+    /// Judges the publisher a heartbeat or snapshot marker at `offset` of `writer` on a
+    /// checked `lane` claims ([`Claim::judge`]) and keeps what the lane then knows. `Err`
+    /// carries the epoch the lane's publisher began. A record released before the task
+    /// was restored (read again, then dropped) is judged `Ok` and teaches nothing.
+    pub fn vet(&mut self, lane: usize, writer: Writer, offset: i64, claim: Claim) -> Result<(), i64> {
+        let sub = sub_mut(&mut self.lanes[lane], writer.task);
+        if offset < sub.next_offset {
+            return Ok(());
+        }
+        sub.publisher = claim.judge(sub.publisher)?;
+        Ok(())
+    }
+
+    /// Seeds a checked lane's writer from a restored task: the publisher it last accepted
+    /// (the epoch it began, its instance's hash).
+    pub fn resume_publisher(&mut self, lane: usize, writer: Writer, (epoch, instance): (i64, u64)) {
+        sub_mut(&mut self.lanes[lane], writer.task).publisher = Some((epoch, instance));
     }
 
     /// Seeds a checked lane's writer from a restored task: the last heartbeat it accepted.
@@ -110,7 +142,7 @@ impl<T> Gate<T> {
     /// drops it) when it was released before the task was restored.
     pub fn push(&mut self, lane: usize, writer: Writer, at: (i64, i64), mark: Mark, item: T) -> bool {
         let (timestamp_ms, offset) = at;
-        let max_ahead_ms = self.max_ahead_ms;
+        let (max_ahead_ms, max_behind_ms) = (self.max_ahead_ms, self.max_behind_ms);
         let lane = &mut self.lanes[lane];
         lane.tasks = writer.tasks;
         let checked = lane.checked;
@@ -127,7 +159,9 @@ impl<T> Gate<T> {
         let within = mark == Mark::Void
             || sub.heartbeat.is_some_and(|h| timestamp_ms <= h.saturating_add(max_ahead_ms));
         if sub.held.is_empty() && within {
-            if mark == Mark::Through {
+            let mut entry = entry;
+            Sub::judge_behind(&mut entry, sub.heartbeat, max_behind_ms);
+            if mark == Mark::Through && !entry.verdict.refuses() {
                 sub.heartbeat = Some(timestamp_ms.max(sub.heartbeat.unwrap_or(i64::MIN)));
             }
             sub.enqueue(entry);
@@ -135,7 +169,7 @@ impl<T> Gate<T> {
         }
         sub.held.push_back(entry);
         if mark == Mark::Through {
-            sub.resolve(max_ahead_ms);
+            sub.resolve(max_ahead_ms, max_behind_ms);
         }
         true
     }

@@ -23,7 +23,7 @@ pub(super) struct Entry<T> {
 impl<T> Entry<T> {
     /// How it flows through the merge: a record judged ahead carries no time either.
     pub(super) fn flow(&self) -> Mark {
-        if self.verdict == Verdict::Ahead { Mark::Void } else { self.mark }
+        if self.verdict.refuses() { Mark::Void } else { self.mark }
     }
 }
 
@@ -41,6 +41,9 @@ pub(super) struct Sub<T> {
     pub(super) last_ms: Option<i64>,
     /// On a checked lane: the time of the last heartbeat accepted.
     pub(super) heartbeat: Option<i64>,
+    /// On a checked lane: the publisher its heartbeats and markers come from, as the
+    /// snapshot epoch it began and a hash of its instance ([`super::Claim`]).
+    pub(super) publisher: Option<(i64, u64)>,
     /// Records at lower offsets were released before this task was restored: read again,
     /// they are dropped.
     pub(super) next_offset: i64,
@@ -54,6 +57,7 @@ impl<T> Default for Sub<T> {
             bound: None,
             last_ms: None,
             heartbeat: None,
+            publisher: None,
             next_offset: 0,
         }
     }
@@ -64,7 +68,7 @@ impl<T> Sub<T> {
     /// writer's time so far (right after the record before it, never waiting for a time of
     /// its own); any other shows its time.
     pub(super) fn enqueue(&mut self, mut entry: Entry<T>) {
-        if entry.mark == Mark::Void || entry.verdict == Verdict::Ahead {
+        if entry.mark == Mark::Void || entry.verdict.refuses() {
             entry.key_ms = self.last_ms.unwrap_or(i64::MIN);
         } else {
             let ts = entry.timestamp_ms;
@@ -85,12 +89,24 @@ impl<T> Sub<T> {
         }
     }
 
+    /// Judges a record against the last heartbeat accepted before it (`reference`; before
+    /// the lane's first, the heartbeat that accepts it): one stamped more than
+    /// `max_behind_ms` before it is [`Verdict::Behind`] (a heartbeat included).
+    pub(super) fn judge_behind(entry: &mut Entry<T>, reference: Option<i64>, max_behind_ms: i64) {
+        let behind = reference.is_some_and(|h| entry.timestamp_ms < h.saturating_sub(max_behind_ms));
+        if entry.mark != Mark::Void && entry.verdict == Verdict::Use && behind {
+            entry.verdict = Verdict::Behind;
+        }
+    }
+
     /// Judges what is held by the first heartbeat that can be accepted (see the module
     /// docs), as often as one can.
-    pub(super) fn resolve(&mut self, max_ahead_ms: i64) {
+    pub(super) fn resolve(&mut self, max_ahead_ms: i64, max_behind_ms: i64) {
         loop {
+            // A heartbeat stamped behind the last one judges nothing (it is judged itself).
+            let floor = self.heartbeat.map_or(i64::MIN, |h| h.saturating_sub(max_behind_ms));
             let beats: Vec<usize> = (self.held.iter().enumerate())
-                .filter(|(_, e)| e.mark == Mark::Through)
+                .filter(|(_, e)| e.mark == Mark::Through && e.timestamp_ms >= floor)
                 .map(|(i, _)| i)
                 .collect();
             let mut judge = None;
@@ -100,8 +116,14 @@ impl<T> Sub<T> {
                     judge = Some(i);
                     break;
                 }
+                // Before the lane's first heartbeat, one far behind the next is no judge
+                // either: it is judged behind by that one.
+                let plausible = |next: i64| {
+                    ts <= next.saturating_add(max_ahead_ms)
+                        && (self.heartbeat.is_some() || ts >= next.saturating_sub(max_behind_ms))
+                };
                 match beats.get(k + 1) {
-                    Some(&j) if ts <= self.held[j].timestamp_ms.saturating_add(max_ahead_ms) => {
+                    Some(&j) if plausible(self.held[j].timestamp_ms) => {
                         judge = Some(i);
                         break;
                     }
@@ -113,13 +135,15 @@ impl<T> Sub<T> {
             let Some(i) = judge else { return };
             let at = self.held[i].timestamp_ms;
             let limit = at.saturating_add(max_ahead_ms);
+            let reference = Some(self.heartbeat.unwrap_or(at));
             for mut entry in self.held.drain(..=i).collect::<Vec<_>>() {
                 if entry.mark != Mark::Void && entry.timestamp_ms > limit {
                     entry.verdict = Verdict::Ahead;
                 }
+                Self::judge_behind(&mut entry, reference, max_behind_ms);
                 self.enqueue(entry);
             }
-            self.heartbeat = Some(at);
+            self.heartbeat = Some(self.heartbeat.map_or(at, |h| h.max(at)));
         }
     }
 }

@@ -52,6 +52,6 @@ mod tests;
 
 pub use self::{
     gate::{Gate, HeadKey, Holding, Released},
-    mark::{Mark, Verdict},
+    mark::{Claim, Mark, Verdict},
     writer::{WRITER_HEADER, Writer},
 };

@@ -173,7 +173,7 @@ fn drain_verdicts<T>(g: &mut Gate<T>) -> Vec<(T, Verdict)> {
 #[test]
 fn a_record_far_ahead_of_the_next_heartbeat_carries_no_time() {
     // Lane 0 starts with a record stamped far ahead (a bad clock), then its good trace.
-    let mut g = Gate::new([true, true]).checking([true, true], 100);
+    let mut g = Gate::new([true, true]).checking([true, true], (100, i64::MAX));
     g.push(0, Writer::SOLE, (3_000, 0), Mark::Record, "bad");
     g.push(0, Writer::SOLE, (10, 1), Mark::Record, "a10");
     g.push(0, Writer::SOLE, (20, 2), Mark::Through, "a-beat20");
@@ -202,7 +202,7 @@ fn a_record_far_ahead_of_the_next_heartbeat_carries_no_time() {
 
 #[test]
 fn after_an_outage_records_wait_for_the_next_heartbeats_and_pass() {
-    let mut g = Gate::new([true]).checking([true], 100);
+    let mut g = Gate::new([true]).checking([true], (100, i64::MAX));
     g.resume_heartbeat(0, Writer::SOLE, 20);
     g.push(0, Writer::SOLE, (25, 0), Mark::Record, "r25");
     assert_eq!(drain_verdicts(&mut g), [("r25", Verdict::Use)], "within the bound: at once");
@@ -219,7 +219,7 @@ fn after_an_outage_records_wait_for_the_next_heartbeats_and_pass() {
 
 #[test]
 fn a_heartbeat_far_ahead_is_judged_by_the_one_after_it() {
-    let mut g = Gate::new([true]).checking([true], 100);
+    let mut g = Gate::new([true]).checking([true], (100, i64::MAX));
     g.push(0, Writer::SOLE, (20, 0), Mark::Through, "beat20");
     g.push(0, Writer::SOLE, (9_000, 1), Mark::Through, "bogus");
     g.push(0, Writer::SOLE, (25, 2), Mark::Record, "r25");
@@ -233,7 +233,7 @@ fn a_heartbeat_far_ahead_is_judged_by_the_one_after_it() {
 
 #[test]
 fn a_void_record_neither_waits_nor_moves_time() {
-    let mut g = Gate::new([true, true]).checking([true, true], 100);
+    let mut g = Gate::new([true, true]).checking([true, true], (100, i64::MAX));
     g.resume_heartbeat(0, Writer::SOLE, 10);
     g.resume_heartbeat(1, Writer::SOLE, 10);
     g.push(0, Writer::SOLE, (20, 0), Mark::Through, "a-beat");
@@ -251,7 +251,7 @@ fn a_void_record_neither_waits_nor_moves_time() {
 #[test]
 fn a_void_record_after_the_last_heartbeats_is_not_held_by_them() {
     // The end of a finite input: heartbeats at 20 on both lanes, then garbage on lane 1.
-    let mut g = Gate::new([true, true]).checking([true, true], 100);
+    let mut g = Gate::new([true, true]).checking([true, true], (100, i64::MAX));
     g.resume_heartbeat(0, Writer::SOLE, 10);
     g.resume_heartbeat(1, Writer::SOLE, 10);
     g.push(0, Writer::SOLE, (20, 0), Mark::Through, "a-beat");
@@ -277,4 +277,88 @@ fn a_drained_sub_lane_gives_its_queue_back() {
     let small = g.queue_capacity(0, 0);
     assert_eq!(drain(&mut g).len(), 1);
     assert_eq!(g.queue_capacity(0, 0), small);
+}
+
+#[test]
+fn a_record_far_behind_the_last_heartbeat_carries_no_time() {
+    let mut g = Gate::new([true]).checking([true], (100, 50));
+    g.resume_heartbeat(0, Writer::SOLE, 1_000);
+    g.push(0, Writer::SOLE, (950, 0), Mark::Record, "at-the-bound");
+    g.push(0, Writer::SOLE, (949, 1), Mark::Record, "1990");
+    g.push(0, Writer::SOLE, (1_010, 2), Mark::Record, "r1010");
+    assert_eq!(
+        drain_verdicts(&mut g),
+        [("at-the-bound", Verdict::Use), ("1990", Verdict::Behind), ("r1010", Verdict::Use)]
+    );
+    assert_eq!(g.watermark(), Some(1_010), "the past moved nothing back");
+}
+
+#[test]
+fn a_record_held_for_a_heartbeat_is_judged_behind_the_one_before_it() {
+    let mut g = Gate::new([true]).checking([true], (100, 50));
+    g.resume_heartbeat(0, Writer::SOLE, 1_000);
+    g.push(0, Writer::SOLE, (1_500, 0), Mark::Record, "ahead-wait");
+    g.push(0, Writer::SOLE, (10, 1), Mark::Record, "1990");
+    g.push(0, Writer::SOLE, (1_520, 2), Mark::Through, "beat1520");
+    assert_eq!(drain_verdicts(&mut g), [], "a heartbeat far ahead waits for the one after it");
+    g.push(0, Writer::SOLE, (1_530, 3), Mark::Through, "beat1530");
+    assert_eq!(
+        drain_verdicts(&mut g),
+        [
+            ("ahead-wait", Verdict::Use),
+            ("1990", Verdict::Behind),
+            ("beat1520", Verdict::Use),
+            ("beat1530", Verdict::Use)
+        ]
+    );
+}
+
+#[test]
+fn a_heartbeat_far_behind_is_judged_and_judges_nothing() {
+    let mut g = Gate::new([true]).checking([true], (100, 50));
+    g.resume_heartbeat(0, Writer::SOLE, 1_000);
+    g.push(0, Writer::SOLE, (1_090, 0), Mark::Record, "r1090");
+    g.push(0, Writer::SOLE, (1_200, 1), Mark::Record, "r1200");
+    g.push(0, Writer::SOLE, (10, 2), Mark::Through, "old-beat");
+    assert_eq!(drain_verdicts(&mut g), [("r1090", Verdict::Use)], "r1200 waits for a plausible heartbeat");
+    g.push(0, Writer::SOLE, (1_150, 3), Mark::Through, "beat1150");
+    g.push(0, Writer::SOLE, (1_160, 4), Mark::Through, "beat1160");
+    assert_eq!(
+        drain_verdicts(&mut g),
+        [
+            ("r1200", Verdict::Use),
+            ("old-beat", Verdict::Behind),
+            ("beat1150", Verdict::Use),
+            ("beat1160", Verdict::Use)
+        ]
+    );
+}
+
+#[test]
+fn without_a_behind_bound_the_past_is_used() {
+    let mut g = Gate::new([true]).checking([true], (100, i64::MAX));
+    g.resume_heartbeat(0, Writer::SOLE, 1_000);
+    g.push(0, Writer::SOLE, (10, 0), Mark::Record, "old");
+    assert_eq!(drain_verdicts(&mut g), [("old", Verdict::Use)]);
+}
+
+#[test]
+fn before_the_first_heartbeat_the_past_is_judged_by_the_heartbeat_that_accepts_it() {
+    let mut g = Gate::new([true]).checking([true], (100, 50));
+    g.push(0, Writer::SOLE, (10, 0), Mark::Record, "1990");
+    g.push(0, Writer::SOLE, (20, 1), Mark::Through, "beat-1990");
+    g.push(0, Writer::SOLE, (990, 2), Mark::Record, "r990");
+    g.push(0, Writer::SOLE, (1_000, 3), Mark::Through, "beat1000");
+    g.push(0, Writer::SOLE, (1_010, 4), Mark::Through, "beat1010");
+    assert_eq!(
+        drain_verdicts(&mut g),
+        [
+            ("1990", Verdict::Behind),
+            ("beat-1990", Verdict::Behind),
+            ("r990", Verdict::Use),
+            ("beat1000", Verdict::Use),
+            ("beat1010", Verdict::Use)
+        ]
+    );
+    assert_eq!(g.watermark(), Some(1_011), "past a heartbeat: nothing more at its time");
 }

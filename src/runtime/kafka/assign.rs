@@ -358,22 +358,29 @@ where
             .map(|task| {
                 let lane_next =
                     lanes.globals.iter().map(|&(input, q)| task.global_position(input, q)).collect();
-                let mut gate = Gate::new(lanes.timed.iter().copied())
-                    .checking(lanes.checked.iter().copied(), cfg.rules.max_ahead_ms);
+                let mut gate = Gate::new(lanes.timed.iter().copied()).checking(
+                    lanes.checked.iter().copied(),
+                    (cfg.rules.max_ahead_ms, cfg.rules.max_behind_ms),
+                );
                 // Multi-writer lanes go on where the restored state stands (their partitions
                 // are processed out of offset order: the committed offset is not enough).
                 for p in task.lane_positions() {
                     gate.resume(p.input, p.writer, p.next_offset, p.bound);
                 }
                 // Checked lanes judge their next records against the last heartbeat taken.
+                let lane_of = |input: usize, q: i32| match input.checked_sub(lanes.inputs) {
+                    None => Some(input),
+                    Some(_) => lanes.global_lane(input, q).map(|gl| lanes.inputs + gl),
+                };
                 for (input, q, at) in task.lane_heartbeats() {
-                    let lane = if input < lanes.inputs {
-                        Some(input)
-                    } else {
-                        lanes.global_lane(input, q).map(|gl| lanes.inputs + gl)
-                    };
-                    if let Some(lane) = lane {
+                    if let Some(lane) = lane_of(input, q) {
                         gate.resume_heartbeat(lane, Writer::SOLE, at);
+                    }
+                }
+                // … and their next publishers against the last one they accepted.
+                for (input, q, publisher) in task.lane_publishers() {
+                    if let Some(lane) = lane_of(input, q) {
+                        gate.resume_publisher(lane, Writer::SOLE, publisher);
                     }
                 }
                 let partition = task.partition();

@@ -210,7 +210,7 @@ mod tests {
         // A checked lane: three records and no heartbeat after them yet. The merge sees
         // nothing (no head), so no task "waits" for the lane, yet only its next heartbeat
         // can release them: pausing it would wait forever.
-        let mut g = Gate::new([true, true]).checking([true, false], 0);
+        let mut g = Gate::new([true, true]).checking([true, false], (0, i64::MAX));
         for off in 0..3 {
             g.push(0, Writer::SOLE, (100 + off, off), Mark::Record, ());
         }

@@ -27,7 +27,10 @@ use super::{
     read::{Read, admit_waiting, again},
     stats::RuntimeStats,
 };
-use crate::{codec::Codec, runtime::processor::Processor};
+use crate::{
+    codec::Codec,
+    runtime::{admit::InputRules, processor::Processor},
+};
 
 /// The thread's one reader of global inputs, shared by its stages: a topic read whole by
 /// two stages is fetched once. Its positions live in the tasks' changelogged stores, not in
@@ -173,7 +176,7 @@ pub(super) fn take_global<P: Processor>(
     tasks: &mut BTreeMap<i32, TaskSlot<P>>,
     lanes: &Lanes,
     (global_index, global_of): (&HashMap<&str, usize>, &[Option<usize>]),
-    (codec, handle, stats, stop): (&Codec, &Handle, &RuntimeStats, &AtomicBool),
+    (codec, handle, stats, stop, rules): (&Codec, &Handle, &RuntimeStats, &AtomicBool, &InputRules),
 ) -> Option<()> {
     let Some(&input) = global_index.get(m.topic()) else { return Some(()) };
     let Some(gl) = lanes.global_lane(input, m.partition()) else { return Some(()) };
@@ -194,11 +197,11 @@ pub(super) fn take_global<P: Processor>(
     }
     // Admitted once for every task that reads it.
     let read = Read::from_message(input, m);
-    let admitted = admit_waiting::<P::Input>(codec, handle, &read, stats, stop)?;
+    let admitted = admit_waiting::<P::Input>(codec, handle, (&read, rules), stats, stop)?;
     stats.global_from_reader.inc();
     for slot in tasks.values_mut() {
         if offset >= slot.lane_next[gl] {
-            let p = read.clone().into_pending(again(&admitted));
+            let p = read.clone().into_pending(again(&admitted)).vetted(&mut slot.gate, lanes.inputs + gl);
             slot.gate.push(lanes.inputs + gl, p.writer, (p.timestamp_ms, p.offset), p.mark, p);
             slot.lane_next[gl] = offset + 1;
         }

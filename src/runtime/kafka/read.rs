@@ -17,8 +17,8 @@ use crate::{
     codec::Codec,
     runtime::{
         HEARTBEAT_HEADER,
-        admit::{self, Admitted, Envelope},
-        clock::{Mark, WRITER_HEADER, Writer},
+        admit::{self, Admitted, Envelope, InputRules},
+        clock::{Gate, Mark, WRITER_HEADER, Writer},
     },
     telemetry,
 };
@@ -95,8 +95,9 @@ impl Read {
         Self { input, ..self.clone() }
     }
 
-    fn envelope(&self) -> Envelope<'_> {
+    fn envelope<'a>(&'a self, rules: &'a InputRules) -> Envelope<'a> {
         Envelope {
+            checked: rules.checked.contains(&self.input).then_some(rules),
             input: self.input,
             key: self.key.as_deref(),
             value: self.value.as_deref(),
@@ -130,6 +131,19 @@ impl Read {
     }
 }
 
+impl<I: crate::runtime::DecodeInput> Pending<I> {
+    /// The record after its lane judged its publisher ([`admit::vet`]): refused, it carries
+    /// no time.
+    pub(super) fn vetted<T>(mut self, gate: &mut Gate<T>, lane: usize) -> Self {
+        let admitted = std::mem::replace(&mut self.admitted, Admitted::Time);
+        self.admitted = admit::vet(gate, lane, (self.writer, self.offset), admitted);
+        if matches!(self.admitted, Admitted::Reject { .. }) {
+            self.mark = Mark::Void;
+        }
+        self
+    }
+}
+
 /// What admission said of a record, again for another task: every task that reads a
 /// global record gets its own copy (the decoded value is shared where it is an `Arc`).
 /// Admission waits retries out, so none reaches here.
@@ -144,14 +158,14 @@ pub(super) fn again<I: Clone>(admitted: &Admitted<I>) -> Admitted<I> {
 pub(super) fn admit_waiting<I: crate::runtime::DecodeInput>(
     codec: &Codec,
     handle: &Handle,
-    read: &Read,
+    (read, rules): (&Read, &InputRules),
     stats: &RuntimeStats,
     stop: &AtomicBool,
 ) -> Option<Admitted<I>> {
     let mut backoff = Duration::from_millis(100);
     let mut waiting = false;
     let admitted = loop {
-        match handle.block_on(admit::admit::<I>(codec, read.envelope())) {
+        match handle.block_on(admit::admit::<I>(codec, read.envelope(rules))) {
             Admitted::Retry(e) => {
                 if !waiting {
                     waiting = true;

@@ -255,7 +255,7 @@ impl<P: Processor, F, W> Stage<'_, P, F, W> {
         let mut fed = false;
         for slot in self.tasks.values_mut() {
             if (from..=offset).contains(&slot.lane_next[gl]) {
-                let p = read.clone().into_pending(again(view));
+                let p = read.clone().into_pending(again(view)).vetted(&mut slot.gate, lane);
                 slot.gate.push(lane, p.writer, (p.timestamp_ms, p.offset), p.mark, p);
                 slot.lane_next[gl] = offset + 1;
                 fed = true;
@@ -321,7 +321,8 @@ where
             return Some(false);
         };
         let read = Read::from_message(input, m);
-        let admitted = admit_waiting::<P::Input>(self.codec, self.handle, &read, self.stats, stop)?;
+        let admitted =
+            admit_waiting::<P::Input>(self.codec, self.handle, (&read, &self.cfg.rules), self.stats, stop)?;
         // The same record on a global lane of this topic: made from what was just decoded,
         // or else admitted again as that input (a rejected record is judged as the lane
         // judges it). Always: past the thread consumer's position the reader leaves the
@@ -338,11 +339,17 @@ where
             };
             let view = match view {
                 Some(view) => view,
-                None => admit_waiting::<P::Input>(self.codec, self.handle, &global, self.stats, stop)?,
+                None => admit_waiting::<P::Input>(
+                    self.codec,
+                    self.handle,
+                    (&global, &self.cfg.rules),
+                    self.stats,
+                    stop,
+                )?,
             };
             shared = Some((gl, global, view));
         }
-        let p = read.into_pending(admitted);
+        let p = read.into_pending(admitted).vetted(&mut slot.gate, input);
         let offset = p.offset;
         // The consumer read every offset from here to this one: none of them held a record.
         let from = slot.group_next(input);
@@ -360,7 +367,7 @@ where
     }
 
     fn take_global(&mut self, m: &BorrowedMessage<'_>, stop: &AtomicBool) -> Option<()> {
-        let admission = (self.codec, self.handle, self.stats, stop);
+        let admission = (self.codec, self.handle, self.stats, stop, &self.cfg.rules);
         let index = (&self.global_index, self.global_of.as_slice());
         take_global(m, &mut self.tasks, &self.factory.lanes, index, admission)
     }
@@ -495,6 +502,7 @@ where
                     admitted,
                     verdict,
                     checked_beat: lanes.checked[lane] && rec.mark == Mark::Through,
+                    checked: lanes.checked[lane],
                     letters: cfg.rules.writes_dead_letter(
                         rec.input,
                         global,
