@@ -387,6 +387,11 @@ impl Processor for Coverage {
         ]
     }
 
+    fn on_rollback(&mut self) {
+        // `due` and `active` are derived from `subjects`: rebuilt before the next use.
+        self.indexed = false;
+    }
+
     fn process(
         &mut self,
         input: CoverageInput,

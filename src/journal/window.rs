@@ -186,7 +186,7 @@ impl Journal {
     /// Forgets every run of `start` kept in `store`.
     fn forget<V>(store: &mut KvStore<(i64, String), V>, start: i64)
     where
-        V: serde::Serialize + serde::de::DeserializeOwned + Send,
+        V: Clone + serde::Serialize + serde::de::DeserializeOwned + Send,
     {
         let gone: Vec<(i64, String)> = store.range(window_range(start)).map(|(k, _)| k.clone()).collect();
         for key in gone {

@@ -18,7 +18,7 @@ use super::{
     partitioner::{partition_for_key, placement},
     processor::{OutputRecord, Outputs, Processor},
     step::{Released, step},
-    task::Task,
+    task::{Task, WriteLimits},
 };
 use crate::codec::{Codec, CodecError, RecordWriter};
 
@@ -271,6 +271,15 @@ where
         return Err(DriverError::Outputs { ports: outputs.writers.len(), topics: outputs.topics.len() });
     }
     let counts: Vec<i32> = outputs.topics.iter().map(MemTopic::partition_count).collect();
+    // Kafka's limits on topics of the broker's default `max.message.bytes`.
+    let limits = WriteLimits {
+        outputs: outputs
+            .topics
+            .iter()
+            .map(|t| (t.name.clone(), super::deadletter::DEFAULT_MAX_BYTES))
+            .collect(),
+        ..WriteLimits::default()
+    };
     let mut out_topics = outputs.topics;
     let mut writers = Some(outputs.writers);
     let outputs_keys = outputs.key_writers;
@@ -305,7 +314,9 @@ where
             .map(|k| k.as_ref().map(|k| k.try_clone().expect("a writer of an embedded schema clones")))
             .collect();
         let out = Outputs::new(task_writers, counts.clone()).with_key_writers(keys);
-        let mut task = Task::new(partition, make(partition), out).forwarding(outputs.forward.iter().copied());
+        let mut task = Task::new(partition, make(partition), out)
+            .forwarding(outputs.forward.iter().copied())
+            .limiting(limits.clone());
         if !globals.is_empty() {
             task = task.with_globals(inputs.len());
         }

@@ -48,7 +48,7 @@ pub struct EpochTable<K, V> {
 impl<K, V> EpochTable<K, V>
 where
     K: Ord + Clone + Serialize + DeserializeOwned + Send,
-    V: Serialize + DeserializeOwned + Send,
+    V: Clone + Serialize + DeserializeOwned + Send,
 {
     /// An empty table whose changelog is that of a [`KvStore`] named `name`.
     pub fn new(name: impl Into<String>) -> Self {
@@ -121,7 +121,7 @@ impl<K, V> DerefMut for EpochTable<K, V> {
 impl<K, V> StateStore for EpochTable<K, V>
 where
     K: Ord + Clone + Serialize + DeserializeOwned + Send,
-    V: Serialize + DeserializeOwned + Send,
+    V: Clone + Serialize + DeserializeOwned + Send,
 {
     fn name(&self) -> &str {
         self.store.name()
@@ -137,6 +137,22 @@ where
 
     fn len(&self) -> usize {
         StateStore::len(&self.store)
+    }
+
+    fn savepoint(&mut self) {
+        self.store.savepoint();
+    }
+
+    fn largest_change_bytes(&self) -> usize {
+        self.store.largest_change_bytes()
+    }
+
+    fn rollback(&mut self) {
+        self.store.rollback();
+    }
+
+    fn release(&mut self) {
+        self.store.release();
     }
 }
 

@@ -45,7 +45,7 @@ pub use processor::{
     Publisher, RecordMeta, Stamp,
 };
 pub use store::{KvStore, StateStore, StoreError};
-pub use task::Task;
+pub use task::{Task, WriteLimits};
 
 /// Stream time: epoch milliseconds taken from record timestamps in the log, never from a
 /// clock (DESIGN §3).

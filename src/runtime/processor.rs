@@ -192,6 +192,10 @@ pub trait Processor: Send {
     /// processor whose answer depends on the latest observation of a key can say it no
     /// longer knows it. Stream time does not move.
     fn on_undecodable(&mut self, _meta: &RecordMeta, _now: StreamTime, _out: &mut Outputs) {}
+    /// The runtime put the stores back as they were before a record whose effects could
+    /// not be written (`output_too_large`): a processor that keeps anything derived from
+    /// its stores outside them rebuilds it.
+    fn on_rollback(&mut self) {}
 }
 
 /// One record a processor emitted.
@@ -401,4 +405,34 @@ impl Outputs {
     pub fn take_counts(&mut self) -> std::collections::BTreeMap<&'static str, u64> {
         std::mem::take(&mut self.counts)
     }
+
+    /// Where the outputs stand before a record: what [`Outputs::rollback`] goes back to.
+    pub(crate) fn savepoint(&mut self) -> OutputsSaved {
+        OutputsSaved { records: self.records.len(), counts: std::mem::take(&mut self.counts) }
+    }
+
+    /// The records emitted since `saved`.
+    pub(crate) fn since(&self, saved: &OutputsSaved) -> &[OutputRecord] {
+        &self.records[saved.records..]
+    }
+
+    /// Drops what was emitted and counted since `saved`.
+    pub(crate) fn rollback(&mut self, saved: OutputsSaved) {
+        self.records.truncate(saved.records);
+        self.counts = saved.counts;
+    }
+
+    /// Keeps what was emitted and counted since `saved`.
+    pub(crate) fn release(&mut self, saved: OutputsSaved) {
+        for (event, n) in saved.counts {
+            *self.counts.entry(event).or_default() += n;
+        }
+    }
+}
+
+/// [`Outputs`] before a record ([`Outputs::savepoint`]).
+#[derive(Debug)]
+pub(crate) struct OutputsSaved {
+    records: usize,
+    counts: std::collections::BTreeMap<&'static str, u64>,
 }

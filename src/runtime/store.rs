@@ -69,6 +69,18 @@ pub trait StateStore: Send {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Starts a savepoint: from now on the store remembers each key's value before its
+    /// first change, until [`StateStore::rollback`] or [`StateStore::release`] (the runtime
+    /// takes one around every record, so a record whose effects cannot be written leaves
+    /// no trace).
+    fn savepoint(&mut self);
+    /// The largest changelog record (key and value bytes) among the keys changed since the
+    /// savepoint; 0 when none changed.
+    fn largest_change_bytes(&self) -> usize;
+    /// Puts every key changed since the savepoint back as it was, and ends the savepoint.
+    fn rollback(&mut self);
+    /// Keeps the changes made since the savepoint, and ends it.
+    fn release(&mut self);
 }
 
 /// The format version of every store's values until its value type first changes.
@@ -89,6 +101,9 @@ pub struct KvStore<K, V> {
     version: u8,
     /// How a value of format `version - 1` is read, if this store reads it.
     previous: Option<Upgrade<V>>,
+    /// Inside a savepoint: each key changed since, with its value and whether it was dirty
+    /// before its first change ([`StateStore::savepoint`]).
+    undo: Option<BTreeMap<K, (Option<V>, bool)>>,
 }
 
 impl<K: std::fmt::Debug, V: std::fmt::Debug> std::fmt::Debug for KvStore<K, V> {
@@ -106,7 +121,7 @@ impl<K: std::fmt::Debug, V: std::fmt::Debug> std::fmt::Debug for KvStore<K, V> {
 impl<K, V> KvStore<K, V>
 where
     K: Ord + Clone + Serialize + DeserializeOwned + Send,
-    V: Serialize + DeserializeOwned + Send,
+    V: Clone + Serialize + DeserializeOwned + Send,
 {
     /// An empty store whose values are of format [`FIRST_VERSION`].
     pub fn new(name: impl Into<String>) -> Self {
@@ -116,6 +131,7 @@ where
             dirty: BTreeSet::new(),
             version: FIRST_VERSION,
             previous: None,
+            undo: None,
         }
     }
 
@@ -150,8 +166,18 @@ where
         self.map.get(key)
     }
 
+    /// Inside a savepoint, keeps what `key` was before its first change.
+    fn remember(&mut self, key: &K) {
+        if let Some(undo) = &mut self.undo
+            && !undo.contains_key(key)
+        {
+            undo.insert(key.clone(), (self.map.get(key).cloned(), self.dirty.contains(key)));
+        }
+    }
+
     /// Sets `key` to `value`.
     pub fn put(&mut self, key: K, value: V) {
+        self.remember(&key);
         self.dirty.insert(key.clone());
         self.map.insert(key, value);
     }
@@ -162,12 +188,16 @@ where
     where
         V: Default,
     {
+        self.remember(&key);
         self.dirty.insert(key.clone());
         self.map.entry(key).or_default()
     }
 
     /// The value of `key` to change in place, if present (a change, like a put).
     pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        if self.undo.is_some() && self.map.contains_key(key) {
+            self.remember(key);
+        }
         let v = self.map.get_mut(key)?;
         self.dirty.insert(key.clone());
         Some(v)
@@ -175,6 +205,9 @@ where
 
     /// Changes the value of `key` in place, if present.
     pub fn update<R>(&mut self, key: &K, f: impl FnOnce(&mut V) -> R) -> Option<R> {
+        if self.undo.is_some() && self.map.contains_key(key) {
+            self.remember(key);
+        }
         let v = self.map.get_mut(key)?;
         self.dirty.insert(key.clone());
         Some(f(v))
@@ -188,6 +221,12 @@ where
     {
         // Only a key that was there is marked for its tombstone (and owned for it).
         let (key, old) = self.map.remove_entry(key)?;
+        if let Some(undo) = &mut self.undo
+            && !undo.contains_key::<K>(&key)
+        {
+            let was_dirty = self.dirty.contains::<K>(&key);
+            undo.insert(key.clone(), (Some(old.clone()), was_dirty));
+        }
         self.dirty.insert(key);
         Some(old)
     }
@@ -203,10 +242,15 @@ where
     }
 }
 
+/// How many bytes `v`'s postcard form takes.
+fn encoded_size<T: Serialize>(v: &T) -> usize {
+    postcard::experimental::serialized_size(v).expect("postcard sizes any serde value")
+}
+
 /// `prefix` (a format version, or nothing for keys), then `v`'s postcard bytes.
 fn encode<T: Serialize>(prefix: Option<u8>, v: &T) -> Vec<u8> {
     // Sized once up front: growing from empty reallocated several times per tracked Job.
-    let size = postcard::experimental::serialized_size(v).expect("postcard sizes any serde value");
+    let size = encoded_size(v);
     let mut bytes = Vec::with_capacity(size + 1);
     bytes.extend(prefix);
     postcard::to_extend(v, bytes).expect("postcard serializes any serde value into a Vec")
@@ -215,7 +259,7 @@ fn encode<T: Serialize>(prefix: Option<u8>, v: &T) -> Vec<u8> {
 impl<K, V> StateStore for KvStore<K, V>
 where
     K: Ord + Clone + Serialize + DeserializeOwned + Send,
-    V: Serialize + DeserializeOwned + Send,
+    V: Clone + Serialize + DeserializeOwned + Send,
 {
     fn name(&self) -> &str {
         &self.name
@@ -257,6 +301,33 @@ where
 
     fn len(&self) -> usize {
         self.map.len()
+    }
+
+    fn savepoint(&mut self) {
+        self.undo = Some(BTreeMap::new());
+    }
+
+    fn largest_change_bytes(&self) -> usize {
+        (self.undo.iter().flatten())
+            .map(|(k, _)| encoded_size(k) + self.map.get(k).map_or(0, |v| 1 + encoded_size(v)))
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn rollback(&mut self) {
+        for (k, (old, was_dirty)) in self.undo.take().into_iter().flatten() {
+            if !was_dirty {
+                self.dirty.remove(&k);
+            }
+            match old {
+                Some(v) => self.map.insert(k, v),
+                None => self.map.remove(&k),
+            };
+        }
+    }
+
+    fn release(&mut self) {
+        self.undo = None;
     }
 }
 

@@ -114,6 +114,46 @@ pub struct Task<P> {
     /// Co-partitioned inputs whose positions are changelogged like a multi-writer lane's
     /// although one task writes them ([`Task::tracking`]).
     tracked: Vec<bool>,
+    /// The largest records Kafka takes from this task ([`Task::limiting`]).
+    limits: WriteLimits,
+}
+
+/// The largest records a task's transaction can write: a record whose outputs or state
+/// changes exceed them is refused (`output_too_large`) with its effects rolled back, so
+/// that it cannot abort every transaction after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteLimits {
+    /// Per output port: the topic's name and the largest key and value it takes, bytes.
+    pub outputs: Vec<(String, usize)>,
+    /// The largest changelog record (key and value), bytes.
+    pub changelog_bytes: usize,
+}
+
+impl Default for WriteLimits {
+    /// What the runtime's producer sends at most ([`super::deadletter::DEFAULT_MAX_BYTES`])
+    /// everywhere: the in-memory driver's limits, and Kafka's on topics created with the
+    /// broker's default `max.message.bytes`.
+    fn default() -> Self {
+        Self { outputs: Vec::new(), changelog_bytes: super::deadletter::DEFAULT_MAX_BYTES }
+    }
+}
+
+impl WriteLimits {
+    /// The limit of output `port`, and the topic it names.
+    fn output(&self, port: usize) -> (&str, usize) {
+        match self.outputs.get(port) {
+            Some((topic, bytes)) => (topic, *bytes),
+            None => ("an output", super::deadletter::DEFAULT_MAX_BYTES),
+        }
+    }
+}
+
+/// A task before a record ([`Task::process`]): what a rollback goes back to.
+struct Saved {
+    stream_time: Option<StreamTime>,
+    forward: Vec<(usize, i64, Option<i64>)>,
+    clock_dirty: bool,
+    outputs: super::processor::OutputsSaved,
 }
 
 impl<P: Processor> Task<P> {
@@ -130,7 +170,14 @@ impl<P: Processor> Task<P> {
             positions: None,
             clock: KvStore::new(STREAM_TIME_STORE),
             tracked: Vec::new(),
+            limits: WriteLimits::default(),
         }
+    }
+
+    /// Refuses records whose effects exceed `limits` ([`WriteLimits`]).
+    pub fn limiting(mut self, limits: WriteLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Changelogs the next offset of these co-partitioned inputs with the task's state, as
@@ -300,7 +347,12 @@ impl<P: Processor> Task<P> {
 
     /// Handles one decoded record: stream time moves to its timestamp if later, the
     /// processor sees the record, then, if time advanced, the new stream time.
+    ///
+    /// A record whose outputs or state changes Kafka would not take ([`WriteLimits`]) is
+    /// refused with `output_too_large`: everything it did is rolled back (state, stream
+    /// time, outputs, counts) and it counts as read, like a record dead-lettered on arrival.
     pub fn process(&mut self, input: P::Input, meta: &RecordMeta) -> Result<(), ProcessError> {
+        let saved = self.savepoint();
         self.record_position(meta, true);
         let advanced = self.observe_time(meta.timestamp_ms);
         let now = self.stream_time.unwrap_or(meta.timestamp_ms);
@@ -310,7 +362,69 @@ impl<P: Processor> Task<P> {
             self.processor.on_stream_time(now, &mut self.out);
             self.forward_if_due(now);
         }
+        if let Some(too_large) = self.too_large(&saved) {
+            self.rollback(saved);
+            self.record_position(meta, false);
+            return Err(ProcessError::new(super::deadletter::Reason::OutputTooLarge, too_large));
+        }
+        self.release(saved);
         result
+    }
+
+    fn savepoint(&mut self) -> Saved {
+        for store in self.all_stores() {
+            store.savepoint();
+        }
+        Saved {
+            stream_time: self.stream_time,
+            forward: self.forward.clone(),
+            clock_dirty: self.clock_dirty,
+            outputs: self.out.savepoint(),
+        }
+    }
+
+    /// What of the effects since `saved` Kafka would not take, if anything.
+    fn too_large(&mut self, saved: &Saved) -> Option<String> {
+        for record in self.out.since(&saved.outputs) {
+            let bytes = record.key.len() + record.value.as_ref().map_or(0, Vec::len);
+            let (topic, limit) = self.limits.output(record.port);
+            if bytes > limit {
+                return Some(format!(
+                    "its output to {topic} would be {bytes} bytes, more than the {limit} the topic and the \
+                     producer take: the record was not applied"
+                ));
+            }
+        }
+        let limit = self.limits.changelog_bytes;
+        for store in self.all_stores() {
+            let bytes = store.largest_change_bytes();
+            if bytes > limit {
+                return Some(format!(
+                    "its state in store {} would be {bytes} bytes, more than the {limit} a changelog record \
+                     takes: the record was not applied",
+                    store.name()
+                ));
+            }
+        }
+        None
+    }
+
+    fn rollback(&mut self, saved: Saved) {
+        for store in self.all_stores() {
+            store.rollback();
+        }
+        self.processor.on_rollback();
+        self.stream_time = saved.stream_time;
+        self.forward = saved.forward;
+        self.clock_dirty = saved.clock_dirty;
+        self.out.rollback(saved.outputs);
+    }
+
+    fn release(&mut self, saved: Saved) {
+        for store in self.all_stores() {
+            store.release();
+        }
+        self.out.release(saved.outputs);
     }
 
     /// A record that carries only time (a forwarded heartbeat).

@@ -324,3 +324,92 @@ fn a_tracked_input_changelogs_its_position_and_time_so_a_restored_task_drops_wha
     );
     assert_eq!(restored(&mut untracked), [], "an untracked single-writer input records no position");
 }
+
+mod write_limits {
+    use super::*;
+    use crate::runtime::{Reason, WriteLimits, clock::Writer, processor::RecordMeta};
+
+    fn meta(key: &str, offset: i64, timestamp_ms: i64) -> RecordMeta {
+        RecordMeta {
+            input: 0,
+            partition: 0,
+            offset,
+            timestamp_ms,
+            writer: Writer::SOLE,
+            key: Some(key.as_bytes().to_vec()),
+            traceparent: None,
+        }
+    }
+
+    fn task(codec: &Codec, limits: WriteLimits) -> Task<Probe> {
+        let out = super::super::Outputs::new(vec![writer(codec, KeyedCount::FULL_NAME)], vec![1]);
+        Task::new(0, Probe::new(), out).limiting(limits)
+    }
+
+    fn count() -> KeyedCount {
+        KeyedCount { key: String::new(), count: 0, input_partition: 0, input_offset: 0 }
+    }
+
+    #[test]
+    fn a_record_whose_output_kafka_would_not_take_is_refused_and_leaves_no_trace() {
+        let codec = Codec::new(None).unwrap();
+        let limits = WriteLimits { outputs: vec![("probe-out".into(), 300)], changelog_bytes: 10_000 };
+        let mut task = task(&codec, limits);
+        task.process(count(), &meta("a", 0, 10)).unwrap();
+        let (outputs, changes) = (task.take_outputs().len(), task.take_changes());
+        assert_eq!((outputs, changes.len()), (1, 2), "its count, and the stream time");
+
+        let big = "k".repeat(200);
+        let e = task.process(count(), &meta(&big, 1, 20)).unwrap_err();
+        assert_eq!(e.reason, Reason::OutputTooLarge);
+        assert!(e.detail.contains("output to probe-out") && e.detail.contains("300"), "{}", e.detail);
+        assert_eq!(task.processor().count(&big), 0, "its count rolled back");
+        assert_eq!(task.stream_time(), Some(10), "it moved no stream time");
+        assert!(task.take_outputs().is_empty(), "its output dropped");
+        assert!(task.take_changes().is_empty(), "nothing to changelog");
+
+        task.process(count(), &meta("a", 2, 30)).unwrap();
+        assert_eq!(task.processor().count("a"), 2, "the next record goes on as before");
+        assert_eq!(task.stream_time(), Some(30));
+    }
+
+    #[test]
+    fn a_record_whose_state_a_changelog_would_not_take_is_refused() {
+        let codec = Codec::new(None).unwrap();
+        let limits = WriteLimits { outputs: vec![("probe-out".into(), 10_000)], changelog_bytes: 150 };
+        let mut task = task(&codec, limits);
+        task.process(count(), &meta("a", 0, 10)).unwrap();
+        let _ = (task.take_outputs(), task.take_changes());
+        let big = "k".repeat(160);
+        let e = task.process(count(), &meta(&big, 1, 20)).unwrap_err();
+        assert_eq!(e.reason, Reason::OutputTooLarge);
+        assert!(e.detail.contains("store counts"), "{}", e.detail);
+        assert_eq!((task.processor().count(&big), task.stream_time()), (0, Some(10)));
+        assert!(task.take_outputs().is_empty() && task.take_changes().is_empty());
+        // A key changed before in the same batch keeps its change.
+        task.process(count(), &meta("a", 2, 30)).unwrap();
+        task.process(count(), &meta(&big, 3, 40)).unwrap_err();
+        let changes = task.take_changes();
+        assert_eq!(changes.len(), 2, "a's count and the stream time: {changes:?}");
+        assert_eq!(task.processor().count("a"), 2);
+    }
+
+    #[tokio::test]
+    async fn the_driver_dead_letters_a_record_too_large_to_write_and_goes_on() {
+        let codec = Codec::new(None).unwrap();
+        let w = writer(&codec, KeyedCount::FULL_NAME);
+        let mut topic = MemTopic::new("probe-in", 1);
+        let big = "k".repeat(1_100_000);
+        for (i, key) in ["a", big.as_str(), "b"].into_iter().enumerate() {
+            let value = w.encode(&count()).unwrap();
+            topic.produce(Some(key.as_bytes()), Some(value), 1_000 + i as i64, false);
+        }
+        topic.forward_time(10_000);
+        let run =
+            driver::run("probe", &codec, &[&topic], outputs(&codec, 1), |_| Probe::new()).await.unwrap();
+        let letters: Vec<_> = run.dead_letters.iter().map(|d| (d.reason.as_str(), d.source_offset)).collect();
+        assert_eq!(letters, [("output_too_large", 1)]);
+        let counted = decoded_outputs(&codec, &run.outputs[0]).await;
+        assert_eq!(counted.keys().collect::<Vec<_>>(), ["a", "b"]);
+    }
+}

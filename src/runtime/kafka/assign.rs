@@ -21,7 +21,7 @@ use crate::{
     runtime::{
         clock::{Gate, Writer},
         processor::{Outputs, Processor},
-        task::Task,
+        task::{Task, WriteLimits},
     },
 };
 
@@ -248,6 +248,8 @@ pub(super) struct TaskFactory<'a, F, W> {
     pub(super) output_partitions: Vec<i32>,
     /// Output ports that carry the tasks' stream time, with their periods.
     pub(super) forward: Vec<(usize, i64)>,
+    /// The largest records the tasks' transactions can write.
+    pub(super) limits: WriteLimits,
     pub(super) lanes: Lanes,
     /// Writers of a dropped task, reused by the next one created.
     pub(super) spare: Option<Vec<RecordWriter>>,
@@ -327,8 +329,9 @@ where
             let keys = self.key_writers.iter().map(|k| k.as_ref().map(RecordWriter::try_clone).transpose());
             let out = Outputs::new(w, self.output_partitions.clone())
                 .with_key_writers(keys.collect::<Result<_, _>>()?);
-            let mut task =
-                Task::new(partition, (self.make)(partition), out).forwarding(self.forward.iter().copied());
+            let mut task = Task::new(partition, (self.make)(partition), out)
+                .forwarding(self.forward.iter().copied())
+                .limiting(self.limits.clone());
             if !lanes.globals.is_empty() {
                 task = task.with_globals(lanes.inputs);
             }

@@ -45,6 +45,7 @@ use crate::{
         deadletter,
         processor::{DecodeInput as _, OutputPort, Processor},
         step::{Refused, Released, step},
+        task::WriteLimits,
     },
     telemetry,
 };
@@ -163,11 +164,17 @@ where
     let dead_letter_partitions = partition_count(&cfg.dead_letter)?.max(1);
     // Every dead letter fits the topic: one that could not be written would abort its
     // transaction again and again, and its partition would never move.
-    let dead_letter_max_bytes = {
+    // So does every output: a record whose effects exceed its topic's limit is refused
+    // with them rolled back (`output_too_large`), not written to abort every transaction.
+    let (dead_letter_max_bytes, limits) = {
         let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
             client_config(cfg).create().map_err(kafka("creating an admin client"))?;
-        let limit = handle.block_on(crate::runtime::topics::max_message_bytes(&admin, &cfg.dead_letter));
-        deadletter::max_bytes(limit.ok().flatten())
+        let limit = |topic: &str| {
+            let limit = handle.block_on(crate::runtime::topics::max_message_bytes(&admin, topic));
+            deadletter::max_bytes(limit.ok().flatten())
+        };
+        let outputs = cfg.outputs.iter().map(|t| (t.clone(), limit(t))).collect();
+        (limit(&cfg.dead_letter), WriteLimits { outputs, ..WriteLimits::default() })
     };
     // The stage's tasks: one per partition of its co-partitioned inputs. Outputs name their
     // task and this count, so a downstream task knows whom to wait for.
@@ -217,6 +224,7 @@ where
         key_writers,
         output_partitions,
         forward,
+        limits,
         lanes,
         spare: None,
         tracked: Vec::new(),
