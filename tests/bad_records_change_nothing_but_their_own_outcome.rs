@@ -6,7 +6,9 @@
 //! wrong key, a tombstone, a snapshot marker on the sessions topic, a valid Job and a valid
 //! heartbeat stamped 50 minutes ahead, a 1 040 000-byte value, and (issue 46) valid Jobs
 //! stamped in 1990 (with and without `observed_at` to match), heartbeats of another
-//! instance and another cluster, and a Pod keyed by a Job not its own — are produced to the
+//! instance and another cluster, a Pod keyed by a Job not its own, and valid Jobs whose
+//! state no changelog record takes (at the producer's limit, and 2.5 MB compressed past the
+//! topic's) — are produced to the
 //! input topics ahead of a good trace, between its records and after it, stamped in the
 //! past, the present and the future. Then `kubefacts process` runs every stage (one
 //! instance SIGKILLed inside a transaction once). Every bad record must be in the
@@ -417,19 +419,65 @@ fn judged_by_the_lane(s: &Samples, present: i64) -> Vec<Bad> {
     ]
 }
 
-/// Produces `bad`, returning each with its (topic, partition, offset).
+/// Valid Jobs whose state is more than a changelog record takes: a new Job (the sample's
+/// spec under a UID of its own) with an annotation that makes the value as large as the
+/// runtime's producer sends, and one of 2.5 MB that only the producer's compression gets
+/// past the topic's limit. Written, either would abort every transaction after it: each
+/// must be dead-lettered `output_too_large` with its effects rolled back.
+fn too_large_to_write(s: &Samples, present: i64) -> Vec<Bad> {
+    let uid = "00000000-0000-4000-8000-0000000b16e0";
+    let p = kubefacts::runtime::partitioner::partition_for_key(uid.as_bytes(), PARTITIONS);
+    let annotated = |bytes: usize| {
+        let mut r = s.records[0].clone();
+        let ObservationRecord::Job(o) = &mut r else { unreachable!("the sample Job") };
+        o.observed_at = present;
+        // Of an epoch no relist of the trace ends: were it applied, it would stay.
+        o.source.epoch = 1 << 40;
+        let job = o.job.as_mut().unwrap();
+        job.meta.uid = uid.into();
+        job.meta.name = "too-large".into();
+        job.meta.annotations.insert("example.com/notes".into(), "n".repeat(bytes));
+        r.encode(&s.writers[&InputTopic::Jobs]).unwrap()
+    };
+    let base = annotated(0).len();
+    let at_the_limit = annotated(kubefacts::runtime::deadletter::DEFAULT_MAX_BYTES + 1_000 - base);
+    let compressed = annotated(2_500_000);
+    [
+        (at_the_limit, "valid Job as large as the producer sends"),
+        (compressed, "valid Job of 2.5 MB, compressed"),
+    ]
+    .into_iter()
+    .map(|(value, what)| Bad {
+        topic: InputTopic::Jobs,
+        partition: p,
+        key: Some(uid.as_bytes().to_vec()),
+        value: Some(value),
+        timestamp_ms: present,
+        heartbeat_header: false,
+        reason: Some("output_too_large"),
+        what: what.to_owned(),
+    })
+    .collect()
+}
+
+/// Produces `bad`, returning each with its (topic, partition, offset). A value larger than
+/// the topic takes goes through a compressing producer, as a client's would.
 fn produce(
     rt: &tokio::runtime::Runtime,
     bootstrap: &str,
     topic: &dyn Fn(InputTopic) -> String,
     bad: Vec<Bad>,
 ) -> Vec<((String, i32, i64), Bad)> {
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("message.max.bytes", "2000000")
-        .set("enable.idempotence", "true")
-        .create()
-        .unwrap();
+    let producer = |compression: &str| -> FutureProducer {
+        ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("message.max.bytes", "3000000")
+            .set("enable.idempotence", "true")
+            .set("compression.type", compression)
+            .create()
+            .unwrap()
+    };
+    let (plain, compressing) = (producer("none"), producer("lz4"));
     let mut out = Vec::new();
     for b in bad {
         let name = topic(b.topic);
@@ -445,6 +493,10 @@ fn produce(
             record = record
                 .headers(OwnedHeaders::new().insert(Header { key: HEARTBEAT_HEADER, value: Some("1") }));
         }
+        let producer = match b.value.as_ref().is_some_and(|v| v.len() > 1_048_000) {
+            true => &compressing,
+            false => &plain,
+        };
         let delivered =
             rt.block_on(producer.send(record, Duration::from_secs(30))).map_err(|(e, _)| e).unwrap();
         out.push(((name, delivered.partition, delivered.offset), b));
@@ -532,6 +584,13 @@ fn bad_records_change_nothing_but_their_own_outcome() {
     }
     let mut between = batch(&codec, &rt, &s, &mut rng, &[past, present, future], true);
     between.extend(judged_by_the_lane(&s, present));
+    // Stamped with the good trace's time so far: nothing but their size is wrong.
+    let so_far = (read_records(bootstrap, &jobs).iter())
+        .filter_map(|r| r.timestamp_ms)
+        .filter(|t| ![past, present, future, IN_1990].contains(t) && *t < future)
+        .max()
+        .unwrap();
+    between.extend(too_large_to_write(&s, so_far));
     let huge: Vec<u8> = (0..1_040_000u32).map(|i| (i * 7 + 3) as u8).collect();
     between.push(Bad {
         topic: InputTopic::CronJobs,
@@ -611,18 +670,23 @@ fn bad_records_change_nothing_but_their_own_outcome() {
         match letters.remove(at).as_deref() {
             Some([dl]) => {
                 *reasons.entry(dl.reason.clone()).or_default() += 1;
+                if dl.reason == "output_too_large" {
+                    println!("{}: {}", bad.what, dl.detail);
+                }
                 if bad.reason.is_some_and(|r| r != dl.reason) {
                     failures.push(format!(
                         "{} at {at:?}: reason {} (detail {}), expected {:?}",
                         bad.what, dl.reason, dl.detail, bad.reason
                     ));
                 }
-                if bad.value.as_ref().is_some_and(|v| v.len() > 1_000_000) {
+                if let Some(v) =
+                    bad.value.as_ref().filter(|v| v.len() > 1_000_000 || dl.source_value_truncated)
+                {
                     assert!(dl.source_value_truncated, "the large value's dead letter is cut to fit");
-                    assert_eq!(dl.source_value_size, Some(1_040_000));
+                    assert_eq!(dl.source_value_size, Some(v.len() as i64));
                     assert_eq!(
                         dl.source_value.as_deref(),
-                        Some(&huge[..dl.source_value.as_ref().unwrap().len()])
+                        Some(&v[..dl.source_value.as_ref().unwrap().len()])
                     );
                 } else if dl.source_value != bad.value {
                     failures.push(format!(

@@ -209,6 +209,7 @@ impl Runs {
                 due.put((now + cfg.settle_ms, uid.to_owned()), ());
             }
         }
+        super::tracked::bound_conditions(&mut job);
         if tracked.filed {
             super::tracked::trim_filed(&mut job, tracked.finished_seen_at);
         }

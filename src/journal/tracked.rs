@@ -12,6 +12,42 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::observe::model::{ConditionStatus, Job, JobSpec, JobStatus, ObjectMeta, OwnerReference};
 
+/// The most condition types a tracked Job keeps (Kubernetes sets about six: `Complete`,
+/// `Failed`, `SuccessCriteriaMet`, `FailureTarget`, `Suspended`; the set is open).
+pub const MAX_CONDITION_TYPES: usize = 16;
+/// The longest condition reason kept, bytes (Kubernetes reasons are short CamelCase words).
+pub const MAX_REASON_BYTES: usize = 256;
+
+/// Bounds what a tracked Job keeps of its conditions, whatever its observation carried:
+/// one per type (the latest by `lastTransitionTime`, else the last listed, in the order the
+/// types first appear), at most [`MAX_CONDITION_TYPES`] types, reasons cut to
+/// [`MAX_REASON_BYTES`]. A Job as the API server keeps it has one condition per type, so
+/// for it nothing changes; a crafted observation with 300 000 conditions becomes a few.
+pub fn bound_conditions(job: &mut Job) {
+    let conditions = &mut job.status.conditions;
+    if conditions.len() <= 1
+        && conditions.iter().all(|c| c.reason.as_ref().is_none_or(|r| r.len() <= MAX_REASON_BYTES))
+    {
+        return;
+    }
+    let mut kept: Vec<crate::observe::model::JobCondition> = Vec::new();
+    for c in conditions.drain(..) {
+        match kept.iter().position(|k| k.type_ == c.type_) {
+            Some(i) if c.last_transition_time >= kept[i].last_transition_time => kept[i] = c,
+            Some(_) => {}
+            None if kept.len() < MAX_CONDITION_TYPES => kept.push(c),
+            None => {}
+        }
+    }
+    for reason in kept.iter_mut().filter_map(|c| c.reason.as_mut()) {
+        if reason.len() > MAX_REASON_BYTES {
+            let cut = (0..=MAX_REASON_BYTES).rev().find(|&i| reason.is_char_boundary(i)).unwrap_or(0);
+            reason.truncate(cut);
+        }
+    }
+    *conditions = kept;
+}
+
 /// Clears what nothing reads once `job`'s run is filed. What the sweep and the decision
 /// read stays: namespace, name, UID, deletion time, owner, TTL, suspension, completion time
 /// and the True `Complete`/`Failed` conditions (the reason only on `Failed`), so
@@ -346,5 +382,34 @@ mod tests {
         let mut kept = pending.clone();
         trim_filed(&mut kept, None);
         assert_eq!(kept.status.conditions, pending.status.conditions);
+    }
+
+    #[test]
+    fn a_job_keeps_one_condition_per_type_whatever_it_carried() {
+        let mut j = job("0042a8db-b648-4bec-ad91-a4c502ed3893", "3ac268e4-b9ca-48e1-8fe6-483940439fa0");
+        let condition = |t: &str, at: i64| JobCondition {
+            type_: t.into(),
+            status: ConditionStatus::True,
+            reason: Some("R".repeat(1_000)),
+            last_transition_time: Some(at),
+        };
+        j.status.conditions =
+            (0..300_000).map(|i| condition(if i % 2 == 0 { "Failed" } else { "Progress" }, i)).collect();
+        j.status.conditions.extend((0..40).map(|i| condition(&format!("T{i}"), 0)));
+        let normal = |j: &Job| {
+            let mut n = j.clone();
+            bound_conditions(&mut n);
+            n
+        };
+        let bounded = normal(&j);
+        let types: Vec<_> = bounded.status.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types.len(), MAX_CONDITION_TYPES);
+        assert_eq!(types[..3], ["Failed", "Progress", "T0"]);
+        assert_eq!(bounded.status.conditions[0].last_transition_time, Some(299_998), "the latest Failed");
+        assert!(
+            bounded.status.conditions.iter().all(|c| c.reason.as_ref().unwrap().len() == MAX_REASON_BYTES)
+        );
+        let one_each = normal(&bounded);
+        assert_eq!(one_each, bounded, "a Job with one condition per type is kept as it is");
     }
 }
