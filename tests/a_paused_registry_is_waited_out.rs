@@ -15,29 +15,10 @@ use std::{
 
 use kubefacts::codec::Codec;
 use support::{
+    paused::PausedRegistry,
     KillOnDrop, Scratch, all_committed, default_stages, infra, kubefacts_ok, outputs::compare_outputs,
     process_command, read_records, simulate_small,
 };
-
-fn registry_pid() -> i32 {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/.cache/run/registry.pid");
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{path}: {e} (scripts/infra/up.sh writes it)"));
-    text.trim().parse().unwrap()
-}
-
-fn signal(pid: i32, sig: &str) {
-    let ok = Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success();
-    assert!(ok, "kill {sig} {pid}");
-}
-
-/// Resumes the registry however the test ends.
-struct Resume(i32);
-impl Drop for Resume {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-CONT", &self.0.to_string()]).status();
-    }
-}
 
 #[test]
 fn a_paused_registry_delays_records_and_dead_letters_none() {
@@ -102,9 +83,7 @@ fn a_paused_registry_delays_records_and_dead_letters_none() {
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    let pid = registry_pid();
-    signal(pid, "-STOP");
-    let resume = Resume(pid);
+    let paused_registry = PausedRegistry::pause();
     let paused = Instant::now();
     let mut stdin = publisher.stdin.take().unwrap();
     stdin.write_all(&std::fs::read(&trace).unwrap()).unwrap();
@@ -115,7 +94,7 @@ fn a_paused_registry_delays_records_and_dead_letters_none() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let waited = log_text().contains("the schema registry did not answer");
-    drop(resume);
+    paused_registry.resume();
 
     let stages = default_stages(&prefix, &app);
     let deadline = Instant::now() + Duration::from_secs(180);

@@ -9,6 +9,7 @@ mod observed;
 mod process;
 mod progress;
 mod publish;
+mod registry;
 mod replay;
 mod report;
 mod schemas;

@@ -21,6 +21,7 @@ use tokio::task::JoinSet;
 
 use kubefacts::pipeline::Stage as StageDef;
 use kubefacts::{
+    codec::WriterSchema,
     config::{ProcessConfig, StageConfig},
     health::{DEFAULT_STALL_LIMIT, Heartbeat},
     metrics::Metrics,
@@ -168,17 +169,31 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         resolved.push(Stage { processor, runtime, stats });
     }
 
+    let health = Arc::clone(metrics.health());
+    let stop_metrics = super::serve_metrics(settings.metrics_addr.as_ref(), metrics).await?;
+
+    // Every writer a stage builds is registered now, however long the registry takes to
+    // answer; the stages then build theirs from the ids the codec keeps.
+    let codec = Arc::new(args.kafka.codec()?);
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let wanted = writer_schemas(&resolved);
+    let stopping = super::registry::stop_signal(&mut sigterm);
+    if super::registry::register_writers(&codec, &wanted, Some(&health), stopping).await?
+        == super::registry::Registered::Stopped
+    {
+        let _ = stop_metrics.send(());
+        return Ok(());
+    }
+
     let stop = Arc::new(AtomicBool::new(false));
     // A turn's longest bounded wait is a commit: deliveries, offsets and up to four commit
-    // calls, each up to the transaction timeout (docs/METRICS.md, "Health").
+    // calls, each up to the transaction timeout (docs/METRICS.md, "Health"). Watched from
+    // here on: waiting for the registry above is no stalled loop.
     let stall_limit =
         DEFAULT_STALL_LIMIT.max(Duration::from_millis(settings.transaction_timeout_ms.saturating_mul(8)));
     let heartbeats: Vec<Heartbeat> = (0..settings.num_stream_threads)
-        .map(|t| metrics.health().heartbeat(&format!("stream thread {t}"), stall_limit))
+        .map(|t| health.heartbeat(&format!("stream thread {t}"), stall_limit))
         .collect();
-    let stop_metrics = super::serve_metrics(settings.metrics_addr.as_ref(), metrics).await?;
-
-    let codec = Arc::new(args.kafka.codec()?);
     let handle = tokio::runtime::Handle::current();
     // Every stream thread hosts tasks of every stage; the group decides which.
     let mut workers = JoinSet::new();
@@ -212,7 +227,6 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         "running"
     );
 
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut report = tokio::time::interval(Duration::from_secs(5));
     let mut failure: Option<anyhow::Error> = None;
     while !workers.is_empty() {
@@ -273,6 +287,21 @@ fn summary(s: &RuntimeStats) -> String {
         (s.restore.get() * 1000.0).round(),
         g(&s.lag)
     )
+}
+
+/// The writers the stages build (`kafka_stage`): each output's values, and keys where the
+/// port has an Avro key, and the dead letters.
+fn writer_schemas(stages: &[Stage]) -> Vec<WriterSchema> {
+    let mut wanted = Vec::new();
+    for stage in stages {
+        let cfg = &stage.runtime;
+        for (topic, port) in cfg.outputs.iter().zip(stage.processor.outputs) {
+            wanted.push(WriterSchema::value(topic, port.record));
+            wanted.extend(port.key_record.map(|key| WriterSchema::key(topic, key)));
+        }
+        wanted.push(WriterSchema::value(&cfg.dead_letter, kubefacts::runtime::deadletter::FULL_NAME));
+    }
+    wanted
 }
 
 /// Creates or checks every topic a stage needs, and the co-partitioning of its inputs.

@@ -276,6 +276,11 @@ pub(super) async fn run(args: SessionEventArgs) -> anyhow::Result<()> {
     let brokers = args.kafka.brokers(&config.kafka)?;
     args.topics.ensure(&brokers, &config.topics).await?;
     let codec = args.kafka.codec()?;
+    if super::registry::register_inputs(&codec, &config.topics, &[InputTopic::Sessions]).await?
+        == super::registry::Registered::Stopped
+    {
+        bail!("stopped while waiting for the schema registry: nothing was published");
+    }
     let mut publisher = Publisher::connect_to(&brokers, &codec, &config.topics, &[InputTopic::Sessions])
         .await?
         .track_deliveries();

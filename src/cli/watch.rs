@@ -8,7 +8,7 @@ use clap::Args;
 
 use kubefacts::{
     metrics::Metrics,
-    observe::{Observer, model::Source},
+    observe::{InputTopic, Observer, model::Source},
     watch::{Publisher, WatchStats, WatcherHealth, watcher},
 };
 
@@ -44,8 +44,8 @@ pub(super) async fn run(args: WatchArgs) -> anyhow::Result<()> {
     let brokers = args.kafka.brokers(&config.kafka)?;
     args.topics.ensure(&brokers, &config.topics).await?;
     let codec = args.kafka.codec()?;
-    let mut publisher = Publisher::connect(&brokers, &codec, &config.topics).await?;
     let mut metrics = Metrics::new();
+    let health = Arc::clone(metrics.health());
     let stats =
         Arc::new(WatchStats { health: WatcherHealth::new(metrics.health()), ..WatchStats::default() });
 
@@ -72,6 +72,24 @@ pub(super) async fn run(args: WatchArgs) -> anyhow::Result<()> {
         tracing::info!("stopping: releasing the lease");
         stop_tx.send_replace(true);
     });
+    // The schemas first, however long the registry takes: `/readyz` says what is awaited,
+    // and the election loop, not turning yet, is watched from its first round on.
+    stats.health.election.retire();
+    let wanted = super::registry::input_writers(&config.topics, &InputTopic::ALL);
+    let mut stopping = stop.clone();
+    let registered = super::registry::register_writers(
+        &codec,
+        &wanted,
+        Some(&health),
+        async move {
+            let _ = stopping.wait_for(|s| *s).await;
+        },
+    )
+    .await?;
+    if registered == super::registry::Registered::Stopped {
+        return Ok(());
+    }
+    let mut publisher = Publisher::connect(&brokers, &codec, &config.topics).await?;
     // What the watcher publishes as: this cluster, this instance; the epoch is set by each
     // term's first relist.
     let source = Source { cluster: config.cluster.clone(), instance: identity.clone(), epoch: 0 };

@@ -16,6 +16,7 @@ mod frame;
 pub mod json;
 pub mod registry;
 mod schemas;
+mod waiting;
 
 use std::{
     collections::HashMap,
@@ -33,6 +34,7 @@ pub use error::CodecError;
 pub use frame::{CONFLUENT_HEADER_LEN, Framing, SINGLE_OBJECT_HEADER_LEN};
 pub use registry::{RegistryAccess, RegistryClient, RegistryError};
 pub use schemas::{KnownSchema, SchemaSet};
+pub use waiting::{Backoff, RegisterError, Waiting, WriterSchema};
 
 /// Encodes and decodes kubefacts records; cheap to share (`Arc`) between tasks.
 pub struct Codec {
@@ -42,6 +44,10 @@ pub struct Codec {
     by_id: RwLock<HashMap<u32, Arc<KnownSchema>>>,
     /// Subjects whose compatibility level this process has made sure of.
     subjects: RwLock<std::collections::HashSet<String>>,
+    /// Ids the registry gave this process's writers, by subject and schema fingerprint: a
+    /// writer asked for again (by each new task, or after [`Codec::register_writers`]) costs
+    /// no registry call.
+    registered: RwLock<HashMap<(String, u64), u32>>,
 }
 
 impl fmt::Debug for Codec {
@@ -70,6 +76,7 @@ impl Codec {
             registry,
             by_id: RwLock::default(),
             subjects: RwLock::default(),
+            registered: RwLock::default(),
         })
     }
 
@@ -79,7 +86,8 @@ impl Codec {
     }
 
     /// A writer of `full_name` records for the values of `topic`. With a registry this
-    /// registers the schema under the topic's value subject (TopicNameStrategy) once.
+    /// registers the schema under the topic's value subject (TopicNameStrategy) once per
+    /// process: the id is kept, and later writers of the subject reuse it.
     pub async fn value_writer(&self, topic: &str, full_name: &str) -> Result<RecordWriter, CodecError> {
         self.writer(&RegistryClient::value_subject(topic), full_name).await
     }
@@ -93,6 +101,10 @@ impl Codec {
         let known = self.schemas.current(full_name)?;
         let framing = match &self.registry {
             Some(registry) => {
+                let cached = (subject.to_owned(), known.fingerprint);
+                if let Some(&schema_id) = self.registered.read().expect("lock poisoned").get(&cached) {
+                    return RecordWriter::new(known, Framing::Confluent { schema_id });
+                }
                 // Our promise (BACKWARD_TRANSITIVE) is the registry's to enforce too: a subject
                 // without a level of its own gets it before our first registration.
                 if !self.subjects.read().expect("lock poisoned").contains(subject) {
@@ -102,6 +114,7 @@ impl Codec {
                     self.subjects.write().expect("lock poisoned").insert(subject.to_owned());
                 }
                 let schema_id = registry.register(subject, &known.text).await?;
+                self.registered.write().expect("lock poisoned").insert(cached, schema_id);
                 Framing::Confluent { schema_id }
             }
             None => Framing::SingleObject { fingerprint: known.fingerprint },

@@ -28,6 +28,17 @@ pub enum RegistryError {
         #[source]
         source: reqwest::Error,
     },
+    /// The TLS handshake with the registry failed: its certificate is not trusted (no
+    /// `--registry-ca-file`, or the wrong one) or it speaks no TLS we accept. Waiting does
+    /// not change that, so it is not retried.
+    #[error("schema registry {url} unreachable: TLS refused (not retried): {source}")]
+    Tls {
+        /// The registry (credentials removed).
+        url: String,
+        /// The transport error, with rustls' reason among its sources.
+        #[source]
+        source: reqwest::Error,
+    },
     /// The registry answered with an unexpected status.
     #[error("schema registry {url} answered {status} to {operation}: {body}")]
     Status {
@@ -310,7 +321,14 @@ impl RegistryClient {
         req.header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
             .send()
             .await
-            .map_err(|e| RegistryError::Unreachable { url: self.url(), source: e.without_url() })
+            .map_err(|e| {
+                let (url, source) = (self.url(), e.without_url());
+                if refused_by_tls(&source) {
+                    RegistryError::Tls { url, source }
+                } else {
+                    RegistryError::Unreachable { url, source }
+                }
+            })
     }
 
     async fn json<T: serde::de::DeserializeOwned>(
@@ -339,6 +357,21 @@ async fn body_text(resp: reqwest::Response) -> String {
         body.push('…');
     }
     body
+}
+
+/// Whether rustls refused the connection (a certificate or handshake error), as opposed to
+/// the network failing it. `io::Error::source` skips the error it wraps, so each I/O error
+/// of the chain is opened too.
+fn refused_by_tls(e: &reqwest::Error) -> bool {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        let wrapped = err.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref);
+        if err.is::<rustls::Error>() || wrapped.is_some_and(|w| w.is::<rustls::Error>()) {
+            return true;
+        }
+        next = err.source();
+    }
+    false
 }
 
 /// The URL with any user name and password removed.

@@ -9,6 +9,7 @@ pub mod docker;
 pub mod fake_kube;
 pub mod k8s;
 pub mod outputs;
+pub mod paused;
 pub mod previous_release;
 pub mod sample;
 

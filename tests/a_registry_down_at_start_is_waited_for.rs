@@ -1,0 +1,141 @@
+//! Issue 46: a registry that is down when the verbs start is waited for, never a reason to
+//! exit. The schema registry is stopped (SIGSTOP) before `publish` and `process` start on a
+//! fresh prefix, so neither has registered a schema: both must wait for 60 s without
+//! exiting, `process`'s `/readyz` must answer 503 naming the registry, and once the registry
+//! resumes `/readyz` turns 200, the trace is published and every output equals
+//! `kubefacts replay` with nothing dead-lettered.
+
+mod support;
+
+use std::{
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use kubefacts::codec::Codec;
+use support::{
+    paused::PausedRegistry,
+    KillOnDrop, Scratch, all_committed, default_stages, free_port, infra, kubefacts_ok,
+    outputs::compare_outputs, process_command, read_records, simulate_small,
+};
+
+/// `/readyz` of the process: its status (0 if nothing answered) and body.
+fn readyz(port: u16) -> (u16, String) {
+    let url = format!("http://127.0.0.1:{port}/readyz");
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "2", "-w", "\n%{http_code}", &url])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+fn still_running(child: &mut Child, what: &str, log: &str) {
+    if let Some(status) = child.try_wait().unwrap() {
+        panic!("{what} exited ({status}) while the registry was down:\n{log}");
+    }
+}
+
+#[test]
+fn publish_and_process_wait_for_a_registry_that_is_down_when_they_start() {
+    let infra = infra();
+    let (bootstrap, registry) = (infra.bootstrap.as_str(), infra.registry.as_str());
+    let scratch = Scratch::new("late-registry", "session_timeout_ms = 6000\n");
+    let (dir, prefix, app, config) =
+        (scratch.path(), scratch.prefix.clone(), scratch.app.clone(), scratch.config.clone());
+    let config_arg = config.to_str().unwrap();
+    let trace = dir.join("trace.jsonl");
+    simulate_small("1", "7", &trace, &[]);
+    let replay_dir = dir.join("replay");
+    kubefacts_ok(&[
+        "replay",
+        "--partitions",
+        "3",
+        "--finish",
+        "--input",
+        trace.to_str().unwrap(),
+        "--output",
+        replay_dir.to_str().unwrap(),
+        "--config",
+        config_arg,
+    ]);
+
+    let paused_registry = PausedRegistry::pause();
+    let stopped = Instant::now();
+
+    let publish_log_path = dir.join("publish.log");
+    let mut publisher = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+        .args(["publish", "--create-topics", "--partitions", "3", "--finish"])
+        .args(["--input", trace.to_str().unwrap()])
+        .args(["--bootstrap", bootstrap, "--registry", registry, "--config", config_arg])
+        .env("RUST_LOG", "kubefacts=info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&publish_log_path).unwrap())
+        .spawn()
+        .map(KillOnDrop)
+        .unwrap();
+    let publish_log = || std::fs::read_to_string(&publish_log_path).unwrap_or_default();
+
+    let port = free_port();
+    let log_path = dir.join("process.log");
+    let mut process = process_command("a", bootstrap)
+        .args(["--config", config_arg, "--registry", registry])
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .map(KillOnDrop)
+        .unwrap();
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+
+    // 60 s down: both wait, neither exits, /readyz says what it waits for.
+    let mut not_ready = None;
+    while stopped.elapsed() < Duration::from_secs(60) {
+        still_running(&mut process.0, "process", &log());
+        still_running(&mut publisher.0, "publish", &publish_log());
+        let (status, body) = readyz(port);
+        if status != 0 {
+            assert_eq!(status, 503, "/readyz while the registry is down: {body}\n{}", log());
+            not_ready.get_or_insert(body);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let not_ready = not_ready.unwrap_or_else(|| panic!("/readyz never answered:\n{}", log()));
+    assert!(not_ready.contains("schema registry"), "/readyz does not name the registry: {not_ready}");
+    for (what, text) in [("process", log()), ("publish", publish_log())] {
+        assert!(
+            text.contains("the schema registry did not answer"),
+            "{what} never said it waits for the registry:\n{text}"
+        );
+    }
+    paused_registry.resume();
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) = readyz(port);
+        if status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "/readyz not ready after the registry resumed: {body}\n{}", log());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let published = publisher.0.wait().unwrap();
+    assert!(published.success(), "publish failed after the registry resumed:\n{}", publish_log());
+
+    let stages = default_stages(&prefix, &app);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while let Err(behind) = all_committed(bootstrap, &stages) {
+        assert!(Instant::now() < deadline, "not committed after the registry resumed: {behind}\n{}", log());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    still_running(&mut process.0, "process", &log());
+    let dead = read_records(bootstrap, &format!("{prefix}dead-letter.v1"));
+    assert!(dead.is_empty(), "{} records dead-lettered after a late registry", dead.len());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let codec =
+        Codec::new(Some(kubefacts::codec::RegistryClient::new(registry, Duration::from_secs(10)).unwrap()))
+            .unwrap();
+    let (failures, compared) = compare_outputs(&rt, &codec, bootstrap, &replay_dir, &prefix, |_, _| {});
+    println!("compared with the replay: {}", compared.join("; "));
+    assert!(failures.is_empty(), "Kafka != replay after a late registry:\n{}", failures.join("\n"));
+}
