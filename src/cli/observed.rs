@@ -241,3 +241,15 @@ pub(super) fn finished_line(
         time(last.observed_at_ms)
     )
 }
+
+/// What minimization's bounds cut and what was skipped as too large, when anything was
+/// (docs/security.md, "Bounds"): one line for `verb`'s summary.
+pub(super) fn bounded_line(verb: &str, cuts: kubefacts::observe::Cuts, oversized: u64) -> Option<String> {
+    (cuts.any() || oversized > 0).then(|| {
+        format!(
+            "{verb}: bounded: {} Job conditions and {} Pod containers cut, {} reasons shortened; \
+             {oversized} observations over the producer's limit skipped",
+            cuts.conditions, cuts.containers, cuts.reasons
+        )
+    })
+}

@@ -10,7 +10,7 @@ use super::{
     progress::Progress,
 };
 use kubefacts::{
-    observe::{Observation, Observer, model::Source},
+    observe::{InputTopic, Observation, Observer, model::Source},
     watch::Publisher,
 };
 
@@ -50,6 +50,11 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     let brokers = args.kafka.brokers(&config.kafka)?;
     args.topics.ensure(&brokers, &config.topics).await?;
     let codec = args.kafka.codec()?;
+    if super::registry::register_inputs(&codec, &config.topics, &InputTopic::ALL).await?
+        == super::registry::Registered::Stopped
+    {
+        anyhow::bail!("stopped while waiting for the schema registry: nothing was published");
+    }
     let mut publisher = Publisher::connect(&brokers, &codec, &config.topics).await?;
     let oldest = RetentionGuard::read(&brokers, &config.topics).await?;
 
@@ -88,6 +93,9 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         read.entries as f64 / secs.max(1e-9),
         counts.records as f64 / secs.max(1e-9)
     );
+    if let Some(line) = super::observed::bounded_line("publish", read.cuts, counts.oversized) {
+        println!("{line}");
+    }
     if let Some(line) = read.finished {
         println!("{line}");
     }
@@ -99,6 +107,8 @@ struct TraceRead {
     entries: u64,
     rejected: u64,
     excluded: u64,
+    /// What minimization's bounds cut.
+    cuts: kubefacts::observe::Cuts,
     /// The `--finish` summary line.
     finished: Option<String>,
     /// An error naming every rejected entry, if any was.
@@ -146,7 +156,7 @@ fn read_trace(
     observer.finish();
     progress.finish();
     let excluded = observer.admission().excluded.values().sum();
-    Some(TraceRead { entries, rejected, excluded, finished, all_used })
+    Some(TraceRead { entries, rejected, excluded, cuts: observer.cuts(), finished, all_used })
 }
 
 /// Refuses observations the broker would delete at once: older than their topic's

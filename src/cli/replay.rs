@@ -77,6 +77,7 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     progress.finish();
     let observe_secs = started.elapsed().as_secs_f64();
     let excluded: u64 = observer.admission().excluded.values().sum();
+    let bounded = super::observed::bounded_line("replay", observer.cuts(), inputs.oversized());
 
     // Then the configured stages, in order, each over the topics before it.
     let mut logs: BTreeMap<String, MemTopic> =
@@ -102,6 +103,9 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
         secs,
         entries as f64 / secs.max(1e-9)
     );
+    if let Some(line) = bounded {
+        println!("{line}");
+    }
     all_used
 }
 

@@ -12,40 +12,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::observe::model::{ConditionStatus, Job, JobSpec, JobStatus, ObjectMeta, OwnerReference};
 
-/// The most condition types a tracked Job keeps (Kubernetes sets about six: `Complete`,
-/// `Failed`, `SuccessCriteriaMet`, `FailureTarget`, `Suspended`; the set is open).
-pub const MAX_CONDITION_TYPES: usize = 16;
-/// The longest condition reason kept, bytes (Kubernetes reasons are short CamelCase words).
-pub const MAX_REASON_BYTES: usize = 256;
-
-/// Bounds what a tracked Job keeps of its conditions, whatever its observation carried:
-/// one per type (the latest by `lastTransitionTime`, else the last listed, in the order the
-/// types first appear), at most [`MAX_CONDITION_TYPES`] types, reasons cut to
-/// [`MAX_REASON_BYTES`]. A Job as the API server keeps it has one condition per type, so
+/// Bounds what a tracked Job keeps of its conditions, whatever its observation carried —
+/// the watcher bounds them already, a hand-made record need not have been:
+/// [`crate::observe::minimize::bounds::job`] (one per type, the latest by
+/// `lastTransitionTime`, at most 16 types, reasons cut to 256 bytes).
+/// A Job as the API server keeps it has one condition per type, so
 /// for it nothing changes; a crafted observation with 300 000 conditions becomes a few.
 pub fn bound_conditions(job: &mut Job) {
-    let conditions = &mut job.status.conditions;
-    if conditions.len() <= 1
-        && conditions.iter().all(|c| c.reason.as_ref().is_none_or(|r| r.len() <= MAX_REASON_BYTES))
-    {
-        return;
-    }
-    let mut kept: Vec<crate::observe::model::JobCondition> = Vec::new();
-    for c in conditions.drain(..) {
-        match kept.iter().position(|k| k.type_ == c.type_) {
-            Some(i) if c.last_transition_time >= kept[i].last_transition_time => kept[i] = c,
-            Some(_) => {}
-            None if kept.len() < MAX_CONDITION_TYPES => kept.push(c),
-            None => {}
-        }
-    }
-    for reason in kept.iter_mut().filter_map(|c| c.reason.as_mut()) {
-        if reason.len() > MAX_REASON_BYTES {
-            let cut = (0..=MAX_REASON_BYTES).rev().find(|&i| reason.is_char_boundary(i)).unwrap_or(0);
-            reason.truncate(cut);
-        }
-    }
-    *conditions = kept;
+    crate::observe::minimize::bounds::job(job);
 }
 
 /// Clears what nothing reads once `job`'s run is filed. What the sweep and the decision
@@ -236,7 +210,10 @@ fn uuid_bytes(text: &str) -> Option<[u8; 16]> {
 mod tests {
     use super::*;
     use crate::journal::{runs::finish, state::TrackedJob};
-    use crate::observe::model::JobCondition;
+    use crate::observe::{
+        minimize::bounds::{MAX_CONDITION_TYPES, MAX_REASON_BYTES},
+        model::JobCondition,
+    };
 
     fn job(uid: &str, owner_uid: &str) -> Job {
         let condition = |type_: &str, reason: &str| JobCondition {

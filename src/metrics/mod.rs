@@ -346,7 +346,7 @@ impl Collector for WatchCollector {
         single(&mut e, "watch_leader", help, None, ConstGauge::new(i64::from(stats.is_leader())))?;
 
         let records = Unit::Other("records".to_owned());
-        let counters: [(&str, &str, Option<&Unit>, &Counter); 4] = [
+        let counters: [(&str, &str, Option<&Unit>, &Counter); 8] = [
             ("watch_terms", "Leadership terms begun.", None, &stats.terms),
             (
                 "watch_published",
@@ -365,6 +365,25 @@ impl Collector for WatchCollector {
                 "Kafka delivery acknowledgements received for published records.",
                 Some(&records),
                 &stats.acked_records,
+            ),
+            (
+                "watch_cut_conditions",
+                "Job conditions minimization dropped: repeats of a type, types past the 16th.",
+                None,
+                &stats.cut_conditions,
+            ),
+            (
+                "watch_cut_containers",
+                "Pod containers minimization dropped: past the 256th of a list.",
+                None,
+                &stats.cut_containers,
+            ),
+            ("watch_cut_reasons", "Reasons minimization shortened to 256 bytes.", None, &stats.cut_reasons),
+            (
+                "watch_oversized",
+                "Observations skipped because, bounded, they still exceeded the producer's limit.",
+                None,
+                &stats.oversized,
             ),
         ];
         for (name, help, unit, counter) in counters {

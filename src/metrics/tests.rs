@@ -2,6 +2,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
 use crate::trace::KubeObject;
+use crate::watch::PublishCounts;
 
 /// Stats of `stage` in `metrics` whose processor has counted one kind of event (zero so
 /// far), with an input and an output topic, a dead-letter reason (zero so far), an
@@ -303,7 +304,16 @@ fn set_watch_stats(w: &WatchStats, n: u64) {
     for (i, a) in (0..).zip([&w.terms, &w.published_records, &w.heartbeats, &w.acked_records]) {
         a.inner().store(n * 10 + i, Ordering::Relaxed);
     }
-    w.set_publisher_totals(w.published_records.get(), w.acked_records.get(), n * 1_500_000);
+    for (i, a) in (4..).zip([&w.cut_conditions, &w.cut_containers, &w.cut_reasons]) {
+        a.inner().store(n * 10 + i, Ordering::Relaxed);
+    }
+    w.set_publisher_totals(&PublishCounts {
+        records: w.published_records.get(),
+        acked: w.acked_records.get(),
+        ack_latency_us: n * 1_500_000,
+        oversized: n * 10 + 7,
+        ..PublishCounts::default()
+    });
 }
 
 /// What `set_watch_stats(_, n)` should expose: (name, labels) → value.
@@ -329,6 +339,10 @@ fn expected_watch_samples(n: u64) -> BTreeMap<(String, String), String> {
         "kubefacts_watch_published_records_total",
         "kubefacts_watch_heartbeats_total",
         "kubefacts_watch_acked_records_total",
+        "kubefacts_watch_cut_conditions_total",
+        "kubefacts_watch_cut_containers_total",
+        "kubefacts_watch_cut_reasons_total",
+        "kubefacts_watch_oversized_total",
     ];
     for (i, name) in (0..).zip(counters) {
         put(name, String::new(), (n * 10 + i).to_string());
@@ -387,7 +401,7 @@ fn watcher_series_exist_at_zero_before_any_event() {
     assert_eq!(watch_samples(&out), zeros, "{out}");
     let kinds = KubeObject::KINDS.len();
     let steps = Step::ALL.len();
-    assert_eq!(zeros.len(), 2 * kinds + ADMISSION_KINDS.len() * (1 + steps) + 7);
+    assert_eq!(zeros.len(), 2 * kinds + ADMISSION_KINDS.len() * (1 + steps) + 11);
 }
 
 #[test]
@@ -418,7 +432,7 @@ fn watcher_families_appear_only_with_a_watcher() {
     assert_eq!(sample(&out, "kubefacts_watch_terms_total", "").as_deref(), Some("2"), "{out}");
     assert_eq!(out.matches("kubefacts_watch_terms_total ").count(), 1, "{out}");
     let types: Vec<&str> = out.lines().filter(|l| l.starts_with("# TYPE ")).collect();
-    assert_eq!(types.len(), 14 + 11, "{out}");
+    assert_eq!(types.len(), 14 + 15, "{out}");
     assert_eq!(types.iter().collect::<BTreeSet<_>>().len(), types.len(), "{out}");
     assert!(out.ends_with("# EOF\n"), "{out}");
 }

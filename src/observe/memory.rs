@@ -16,6 +16,8 @@ use crate::{
 #[derive(Debug)]
 pub struct MemInputs {
     topics: Vec<(InputTopic, RecordWriter, MemTopic)>,
+    /// Observations skipped as larger than [`super::MAX_OBSERVATION_BYTES`].
+    oversized: u64,
 }
 
 impl MemInputs {
@@ -27,14 +29,19 @@ impl MemInputs {
             let writer = RecordWriter::new(known, Framing::SingleObject { fingerprint: known.fingerprint })?;
             topics.push((topic, writer, MemTopic::new(topic.topic_name(names), partitions)));
         }
-        Ok(Self { topics })
+        Ok(Self { topics, oversized: 0 })
     }
 
-    /// Appends one observation to its topic.
+    /// Appends one observation to its topic, unless it is larger than the publisher would
+    /// send ([`super::fits`]): that one is skipped and counted, as the publisher does.
     pub fn push(&mut self, obs: &Observation) -> Result<(), CodecError> {
         let (_, writer, log) =
             self.topics.iter_mut().find(|(t, _, _)| *t == obs.topic).expect("every input topic");
         let bytes = obs.record.encode(writer)?;
+        if !super::fits(obs.topic, obs.key.as_deref(), &bytes) {
+            self.oversized += 1;
+            return Ok(());
+        }
         log.produce_record(LogRecord {
             key: obs.key.as_deref().map(|k| k.as_bytes().to_vec()),
             value: Some(bytes),
@@ -45,6 +52,11 @@ impl MemInputs {
             writer: Writer::SOLE,
         });
         Ok(())
+    }
+
+    /// Observations skipped as too large so far.
+    pub fn oversized(&self) -> u64 {
+        self.oversized
     }
 
     /// One input topic.

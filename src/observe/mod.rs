@@ -35,7 +35,7 @@ use serde::Serialize;
 pub use admission::{Admission, AdmissionConfig, AdmissionCounts};
 pub use error::ObserveError;
 pub use kind::Kind;
-pub use minimize::MinimizeConfig;
+pub use minimize::{Cuts, MinimizeConfig};
 pub use model::{
     CronJobObservation, JobObservation, LeaseObservation, ObservationEvent, Pod, PodObservation,
     SessionObservation, Source,
@@ -250,6 +250,26 @@ pub fn pod_routing_key<'a>(pod: &'a Pod, session_label: &str) -> &'a str {
     }
 }
 
+/// The largest observation published, key and value in bytes: the producer's
+/// `message.max.bytes` less a record batch's overhead. What is still larger once bounded
+/// (an allowlisted annotation of megabytes, which no API server admits) is skipped by the
+/// publisher and by [`memory::MemInputs`] alike, counted and logged with its key.
+pub const MAX_OBSERVATION_BYTES: usize = crate::runtime::deadletter::DEFAULT_MAX_BYTES;
+
+/// Whether an encoded observation fits [`MAX_OBSERVATION_BYTES`]; if not, says so in the log,
+/// naming its topic and key.
+pub fn fits(topic: InputTopic, key: Option<&str>, value: &[u8]) -> bool {
+    let bytes = key.map_or(0, str::len) + value.len();
+    if bytes <= MAX_OBSERVATION_BYTES {
+        return true;
+    }
+    tracing::warn!(
+        topic = topic.as_str(), key = key.unwrap_or(""), bytes, limit = MAX_OBSERVATION_BYTES,
+        "observation larger than the producer's limit, bounded as it is: skipped"
+    );
+    false
+}
+
 /// The observations one trace entry yields (see the module table). Pure: `source` is
 /// used as given, except that snapshot markers carry their own epoch; callers advance
 /// `source.epoch` at SNAPSHOT_BEGIN ([`Observer`] does).
@@ -269,6 +289,17 @@ pub fn observe_at(
     at: i64,
     source: &Source,
     cfg: &MinimizeConfig,
+) -> Result<Vec<Observation>, ObserveError> {
+    observe_counting(entry, at, source, cfg, &mut Cuts::default())
+}
+
+/// [`observe_at`], adding what minimization's bounds cut to `cuts`.
+fn observe_counting(
+    entry: MinimalEntry,
+    at: i64,
+    source: &Source,
+    cfg: &MinimizeConfig,
+    cuts: &mut Cuts,
 ) -> Result<Vec<Observation>, ObserveError> {
     use ObservationEvent as E;
     let (object, event) = match entry.event {
@@ -298,13 +329,13 @@ pub fn observe_at(
     let (source, observed_at) = (source.clone(), at);
     let observation = match object {
         MinimalObject::Pod(pod) => {
-            let pod = minimize::pod(*pod, cfg)?;
+            let pod = minimize::pod_counting(*pod, cfg, cuts)?;
             let key = pod_routing_key(&pod, &cfg.session_label).to_owned();
             let pod = Some(pod);
             keyed(key, ObservationRecord::Pod(PodObservation { source, observed_at, event, pod }))
         }
         MinimalObject::Job(job) => {
-            let job = minimize::job(*job, cfg)?;
+            let job = minimize::job_counting(*job, cfg, cuts)?;
             let key = job.meta.uid.clone();
             let job = Some(job);
             keyed(key, ObservationRecord::Job(JobObservation { source, observed_at, event, job }))
@@ -363,13 +394,21 @@ pub struct Observer {
     admission: Admission,
     /// The time of the last heartbeat observed.
     last_heartbeat_ms: Option<i64>,
+    /// What minimization's bounds have cut so far.
+    cuts: Cuts,
 }
 
 impl Observer {
     /// An observer publishing as `source` (its epoch is the one before the first relist),
     /// admitting with the default [`AdmissionConfig`].
     pub fn new(source: Source, cfg: MinimizeConfig) -> Self {
-        Self { source, cfg, admission: Admission::new(AdmissionConfig::default()), last_heartbeat_ms: None }
+        Self {
+            source,
+            cfg,
+            admission: Admission::new(AdmissionConfig::default()),
+            last_heartbeat_ms: None,
+            cuts: Cuts::default(),
+        }
     }
 
     /// The same, admitting with `admission`.
@@ -388,6 +427,11 @@ impl Observer {
     /// an error rejects that entry only.
     pub fn admit(&mut self, entry: impl Into<MinimalEntry>) -> Vec<Result<Vec<Observation>, ObserveError>> {
         self.admission.offer(entry).into_iter().map(|e| self.observe(e)).collect()
+    }
+
+    /// What minimization's bounds have cut so far (docs/security.md, "Bounds").
+    pub fn cuts(&self) -> Cuts {
+        self.cuts
     }
 
     /// End of input: what is still held is excluded as unresolved (and counted).
@@ -426,6 +470,6 @@ impl Observer {
         if matches!(entry.event, TraceEvent::Heartbeat) {
             self.last_heartbeat_ms = Some(at);
         }
-        observe_at(entry, at, &self.source, &self.cfg)
+        observe_counting(entry, at, &self.source, &self.cfg, &mut self.cuts)
     }
 }

@@ -82,6 +82,9 @@ pub struct PublishCounts {
     pub acked: u64,
     /// Sum of send-to-acknowledgement latencies, in microseconds.
     pub ack_latency_us: u64,
+    /// Observations skipped as larger than the producer's limit
+    /// ([`crate::observe::MAX_OBSERVATION_BYTES`]).
+    pub oversized: u64,
 }
 
 struct TopicOut {
@@ -196,6 +199,11 @@ impl Publisher {
     pub async fn publish(&mut self, obs: &Observation) -> Result<(), PublishError> {
         let (_, out) = self.topics.iter().find(|(t, _)| *t == obs.topic).expect("a writer per input topic");
         let value = obs.record.encode(&out.writer)?;
+        // Never a record the producer refuses (and retries forever): counted, logged, skipped.
+        if !crate::observe::fits(obs.topic, obs.key.as_deref(), &value) {
+            self.counts.oversized += 1;
+            return Ok(());
+        }
         let timestamp = obs.record.observed_at();
         let heartbeat = obs.record.event() == crate::observe::ObservationEvent::Heartbeat;
         for partition in placement(obs.key.as_deref().map(str::as_bytes), out.partitions) {

@@ -14,8 +14,9 @@ use prometheus_client::{
 
 use crate::{
     health::{Condition, DEFAULT_STALL_LIMIT, Health, Heartbeat},
-    observe::AdmissionCounts,
+    observe::{AdmissionCounts, Cuts},
     trace::KubeObject,
+    watch::publish::PublishCounts,
 };
 
 /// What the watcher reports to `/healthz` and `/readyz`.
@@ -86,6 +87,15 @@ pub struct WatchStats {
     /// Sum of send-to-acknowledgement latencies, in seconds (divided by `acked_records`
     /// it is the mean publish latency).
     pub ack_latency: SecondsCounter,
+    /// What minimization's bounds cut (docs/security.md, "Bounds"): Job conditions, Pod
+    /// containers, reasons shortened.
+    pub cut_conditions: Counter,
+    /// See `cut_conditions`.
+    pub cut_containers: Counter,
+    /// See `cut_conditions`.
+    pub cut_reasons: Counter,
+    /// Observations skipped because, bounded, they still exceeded the producer's limit.
+    pub oversized: Counter,
     /// Liveness and readiness (`/healthz`, `/readyz`).
     pub health: WatcherHealth,
 }
@@ -102,6 +112,10 @@ impl Default for WatchStats {
             heartbeats: Counter::default(),
             acked_records: Counter::default(),
             ack_latency: SecondsCounter::default(),
+            cut_conditions: Counter::default(),
+            cut_containers: Counter::default(),
+            cut_reasons: Counter::default(),
+            oversized: Counter::default(),
             health: WatcherHealth::default(),
         };
         // Every expected kind has a series at 0 before its first event.
@@ -129,11 +143,20 @@ impl WatchStats {
         counts.clone_into(&mut self.admission.lock().unwrap_or_else(PoisonError::into_inner));
     }
 
+    /// Counts what minimization's bounds cut of one entry.
+    pub fn count_cuts(&self, cuts: Cuts) {
+        self.cut_conditions.inc_by(cuts.conditions);
+        self.cut_containers.inc_by(cuts.containers);
+        self.cut_reasons.inc_by(cuts.reasons);
+    }
+
     /// Takes the publisher's running totals. The publisher counts records, acknowledgements
     /// and latency itself (as totals since it started), so the counters are set to them
     /// rather than incremented: the same values, with no delta bookkeeping.
-    pub fn set_publisher_totals(&self, records: u64, acked: u64, ack_latency_us: u64) {
+    pub fn set_publisher_totals(&self, counts: &PublishCounts) {
+        let PublishCounts { records, acked, ack_latency_us, oversized, .. } = *counts;
         self.published_records.inner().store(records, Ordering::Relaxed);
+        self.oversized.inner().store(oversized, Ordering::Relaxed);
         self.acked_records.inner().store(acked, Ordering::Relaxed);
         let seconds = ack_latency_us as f64 / 1_000_000.0;
         self.ack_latency.inner().store(seconds.to_bits(), Ordering::Relaxed);

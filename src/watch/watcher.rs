@@ -300,6 +300,7 @@ async fn lead(
         if !leadership.borrow().is_valid() {
             break Ok(false);
         }
+        let cut_before = observer.cuts();
         for released in observer.admit(entry) {
             match released {
                 Ok(observations) => {
@@ -311,9 +312,9 @@ async fn lead(
             }
         }
         stats.set_admission(&counted.plus(observer.admission()));
+        stats.count_cuts(observer.cuts().since(cut_before));
         publisher.reap()?;
-        let counts = publisher.counts();
-        stats.set_publisher_totals(counts.records, counts.acked, counts.ack_latency_us);
+        stats.set_publisher_totals(publisher.counts());
     };
     // Between terms nothing publishes: a standby is not stalled.
     stats.health.publishing.retire();

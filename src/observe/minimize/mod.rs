@@ -8,10 +8,14 @@
 //! the rest never reached memory ([`MinimizeConfig::kept_keys`] names the labels and
 //! annotations kept).
 //!
+//! What may grow without end — a Job's conditions, a Pod's containers, reasons — is
+//! bounded ([`bounds`]), and what was cut is counted.
+//!
 //! `openapi` (tests and benchmarks only) is the same from whole k8s-openapi objects, as
 //! it was before decoding was allowlisted: the reference the decoded path is checked and
 //! measured against.
 
+pub mod bounds;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod openapi;
 
@@ -25,6 +29,7 @@ use super::model::{
     JobSpec, JobStatus, Lease, ObjectMeta, OwnerReference, Pod, PodIdentity, PodPhase, Session,
 };
 use super::{ObserveError, admission::AdmissionConfig, annotations, kind::Kind};
+pub use bounds::Cuts;
 use crate::trace::{
     KeptKeys, SessionRecord,
     minimal::{self, Count},
@@ -79,8 +84,13 @@ impl Default for MinimizeConfig {
 }
 
 /// Minimizes a Pod: identity, controller, phase, and per container its requests, restart
-/// count and terminations.
+/// count and terminations, bounded ([`bounds::pod`]).
 pub fn pod(pod: minimal::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
+    pod_counting(pod, cfg, &mut Cuts::default())
+}
+
+/// [`pod`], adding what bounding cut to `cuts`.
+pub fn pod_counting(pod: minimal::Pod, cfg: &MinimizeConfig, cuts: &mut Cuts) -> Result<Pod, ObserveError> {
     let minimal::Pod { mut metadata, spec, status } = pod;
     let refs = metadata.owner_references.take();
     let meta = object_meta("Pod", metadata, cfg)?;
@@ -88,7 +98,7 @@ pub fn pod(pod: minimal::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError>
     let (containers_spec, init_spec) =
         spec.map_or_else(Default::default, |s| (s.containers, s.init_containers));
     let status = status.as_ref();
-    Ok(Pod {
+    let mut pod = Pod {
         controller,
         phase: pod_phase(status.and_then(|s| s.phase.as_deref())),
         containers: containers(containers_spec, status.and_then(|s| s.container_statuses.as_deref())),
@@ -97,13 +107,20 @@ pub fn pod(pod: minimal::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError>
             status.and_then(|s| s.init_container_statuses.as_deref()),
         ),
         meta,
-    })
+    };
+    *cuts = cuts.plus(bounds::pod(&mut pod));
+    Ok(pod)
 }
 
 /// Minimizes a Job: identity, scheduling CronJob, the spec fields that bound a run and its
 /// status. Absent `active`/`succeeded`/`failed` counts are written as 0 (the API omits
-/// zero counts).
+/// zero counts). Conditions are bounded ([`bounds::job`]).
 pub fn job(job: minimal::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> {
+    job_counting(job, cfg, &mut Cuts::default())
+}
+
+/// [`job`], adding what bounding cut to `cuts`.
+pub fn job_counting(job: minimal::Job, cfg: &MinimizeConfig, cuts: &mut Cuts) -> Result<Job, ObserveError> {
     let minimal::Job { mut metadata, spec, mut status } = job;
     let refs = metadata.owner_references.take();
     let meta = object_meta("Job", metadata, cfg)?;
@@ -140,7 +157,9 @@ pub fn job(job: minimal::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError>
             })
             .collect(),
     };
-    Ok(Job { meta, owner_cronjob, spec, status })
+    let mut job = Job { meta, owner_cronjob, spec, status };
+    *cuts = cuts.plus(bounds::job(&mut job));
+    Ok(job)
 }
 
 /// Minimizes a CronJob: identity, schedule, time zone and the status processors need.

@@ -27,7 +27,7 @@ pub fn pod(pod: &core::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
     let controller = controller("Pod", &meta, refs)?;
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
-    Ok(Pod {
+    let mut pod = Pod {
         controller,
         phase: pod_phase(status.and_then(|s| s.phase.as_deref())),
         containers: containers(
@@ -39,7 +39,9 @@ pub fn pod(pod: &core::Pod, cfg: &MinimizeConfig) -> Result<Pod, ObserveError> {
             status.and_then(|s| s.init_container_statuses.as_deref()),
         ),
         meta,
-    })
+    };
+    super::bounds::pod(&mut pod);
+    Ok(pod)
 }
 
 /// Minimizes a Job: identity, scheduling CronJob, the spec fields that bound a run and its
@@ -83,7 +85,9 @@ pub fn job(job: &batch::Job, cfg: &MinimizeConfig) -> Result<Job, ObserveError> 
             })
             .collect(),
     };
-    Ok(Job { meta, owner_cronjob, spec, status })
+    let mut job = Job { meta, owner_cronjob, spec, status };
+    super::bounds::job(&mut job);
+    Ok(job)
 }
 
 /// Minimizes a CronJob: identity, schedule, time zone and the status processors need.
