@@ -15,9 +15,8 @@ use std::{
 
 use kubefacts::codec::Codec;
 use support::{
-    paused::PausedRegistry,
     KillOnDrop, Scratch, all_committed, default_stages, infra, kubefacts_ok, outputs::compare_outputs,
-    process_command, read_records, simulate_small,
+    paused::PausedRegistry, process_command, read_records, simulate_small,
 };
 
 #[test]

@@ -14,18 +14,15 @@ use std::{
 
 use kubefacts::codec::Codec;
 use support::{
-    paused::PausedRegistry,
     KillOnDrop, Scratch, all_committed, default_stages, free_port, infra, kubefacts_ok,
-    outputs::compare_outputs, process_command, read_records, simulate_small,
+    outputs::compare_outputs, paused::PausedRegistry, process_command, read_records, simulate_small,
 };
 
 /// `/readyz` of the process: its status (0 if nothing answered) and body.
 fn readyz(port: u16) -> (u16, String) {
     let url = format!("http://127.0.0.1:{port}/readyz");
-    let out = Command::new("curl")
-        .args(["-s", "--max-time", "2", "-w", "\n%{http_code}", &url])
-        .output()
-        .unwrap();
+    let out =
+        Command::new("curl").args(["-s", "--max-time", "2", "-w", "\n%{http_code}", &url]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
     (code.trim().parse().unwrap_or(0), body.to_owned())

@@ -65,7 +65,8 @@ fn rename(job: &mut Value, name: &str, uid: &str) {
 
 fn replay(trace: &Path, output: &Path, config: &str) -> String {
     let (trace, output) = (trace.to_str().unwrap(), output.to_str().unwrap());
-    let args = ["replay", "--partitions", "3", "--finish", "--input", trace, "--output", output, "--config", config];
+    let args =
+        ["replay", "--partitions", "3", "--finish", "--input", trace, "--output", output, "--config", config];
     kubefacts_ok(&args).stdout
 }
 
@@ -90,13 +91,17 @@ fn replay_keeps_one_condition_per_type_and_skips_what_is_still_too_large() {
         "{said}"
     );
     let jobs_seen = jobs(&dir.join("bounded"), &scratch.prefix);
-    let many: Vec<&Value> = jobs_seen.iter().filter(|(k, _)| k == MANY_CONDITIONS_UID).map(|(_, v)| v).collect();
+    let many: Vec<&Value> =
+        jobs_seen.iter().filter(|(k, _)| k == MANY_CONDITIONS_UID).map(|(_, v)| v).collect();
     assert!(!many.is_empty(), "the Job with 300 000 conditions was not published");
     for record in &many {
         let conditions = record["value"]["job"]["status"]["conditions"].as_array().unwrap();
         let types: Vec<&str> = conditions.iter().map(|c| c["type"].as_str().unwrap()).collect();
         let unique: std::collections::BTreeSet<&str> = types.iter().copied().collect();
-        assert!(unique.contains("Suspended") && unique.len() == types.len() && types.len() <= 16, "{types:?}");
+        assert!(
+            unique.contains("Suspended") && unique.len() == types.len() && types.len() <= 16,
+            "{types:?}"
+        );
         assert!(record.to_string().len() < 16 << 10, "{} bytes", record.to_string().len());
     }
     assert!(!jobs_seen.iter().any(|(k, _)| k == HUGE_ANNOTATION_UID), "the 1.5 MB observation was kept");
@@ -131,7 +136,8 @@ fn publish_skips_an_observation_over_the_producers_limit_and_goes_on() {
     assert!(out.status.success(), "publish failed:\n{stderr}\n{stdout}");
     assert!(stdout.contains("1 observations over the producer's limit skipped"), "{stdout}");
     assert!(
-        stderr.contains("observation larger than the producer's limit") && stderr.contains(HUGE_ANNOTATION_UID),
+        stderr.contains("observation larger than the producer's limit")
+            && stderr.contains(HUGE_ANNOTATION_UID),
         "the skipped observation is not named in the log:\n{stderr}"
     );
     let published = read_records(&infra.bootstrap, &format!("{}jobs.v1", scratch.prefix));

@@ -77,14 +77,9 @@ pub(super) async fn run(args: WatchArgs) -> anyhow::Result<()> {
     stats.health.election.retire();
     let wanted = super::registry::input_writers(&config.topics, &InputTopic::ALL);
     let mut stopping = stop.clone();
-    let registered = super::registry::register_writers(
-        &codec,
-        &wanted,
-        Some(&health),
-        async move {
-            let _ = stopping.wait_for(|s| *s).await;
-        },
-    )
+    let registered = super::registry::register_writers(&codec, &wanted, Some(&health), async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    })
     .await?;
     if registered == super::registry::Registered::Stopped {
         return Ok(());

@@ -318,17 +318,14 @@ impl RegistryClient {
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, RegistryError> {
-        req.header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
-            .send()
-            .await
-            .map_err(|e| {
-                let (url, source) = (self.url(), e.without_url());
-                if refused_by_tls(&source) {
-                    RegistryError::Tls { url, source }
-                } else {
-                    RegistryError::Unreachable { url, source }
-                }
-            })
+        req.header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE).send().await.map_err(|e| {
+            let (url, source) = (self.url(), e.without_url());
+            if refused_by_tls(&source) {
+                RegistryError::Tls { url, source }
+            } else {
+                RegistryError::Unreachable { url, source }
+            }
+        })
     }
 
     async fn json<T: serde::de::DeserializeOwned>(

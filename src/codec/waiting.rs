@@ -141,7 +141,13 @@ impl Codec {
                         attempt += 1;
                         failed += 1;
                         let retry_in = backoff.next_wait();
-                        waiting(&Waiting { registry: &url, subject: &subject, attempt, retry_in, error: &error });
+                        waiting(&Waiting {
+                            registry: &url,
+                            subject: &subject,
+                            attempt,
+                            retry_in,
+                            error: &error,
+                        });
                         tokio::time::sleep(retry_in).await;
                     }
                     Err(source) => {
@@ -198,7 +204,9 @@ mod tests {
                     let Some(end) = text.find("\r\n\r\n") else { return false };
                     let length = text[..end]
                         .lines()
-                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned))
+                        .find_map(|l| {
+                            l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned)
+                        })
                         .map_or(0, |n| n.trim().parse::<usize>().unwrap());
                     r.len() >= end + 4 + length
                 };
@@ -242,7 +250,10 @@ mod tests {
         assert!(waited.is_err(), "gave up on a registry answering 503: {waited:?}");
         let waits: Vec<_> = seen.iter().map(|(_, ms)| *ms).collect();
         assert_eq!(waits[..5], [100, 200, 400, 800, 1600]);
-        assert_eq!(seen.iter().map(|(a, _)| *a).collect::<Vec<_>>(), (1..=seen.len() as u32).collect::<Vec<_>>());
+        assert_eq!(
+            seen.iter().map(|(a, _)| *a).collect::<Vec<_>>(),
+            (1..=seen.len() as u32).collect::<Vec<_>>()
+        );
         assert_eq!(served.load(Ordering::Relaxed), seen.len(), "one request per attempt");
     }
 
@@ -251,10 +262,13 @@ mod tests {
         let (url, served) = registry(|_| (401, r#"{"message":"unauthorized"}"#)).await;
         let codec = codec(&url);
         let mut waits = 0;
-        let e = codec.register_writers(&[WriterSchema::value("t", RECORD)], |_| waits += 1).await.unwrap_err();
+        let e =
+            codec.register_writers(&[WriterSchema::value("t", RECORD)], |_| waits += 1).await.unwrap_err();
         assert_eq!((waits, served.load(Ordering::Relaxed)), (0, 1));
         assert_eq!(e.subject, "t-value");
-        assert!(matches!(&e.source, CodecError::Registry(RegistryError::Status { status, .. }) if status.as_u16() == 401));
+        assert!(
+            matches!(&e.source, CodecError::Registry(RegistryError::Status { status, .. }) if status.as_u16() == 401)
+        );
     }
 
     #[tokio::test]

@@ -264,7 +264,10 @@ pub fn fits(topic: InputTopic, key: Option<&str>, value: &[u8]) -> bool {
         return true;
     }
     tracing::warn!(
-        topic = topic.as_str(), key = key.unwrap_or(""), bytes, limit = MAX_OBSERVATION_BYTES,
+        topic = topic.as_str(),
+        key = key.unwrap_or(""),
+        bytes,
+        limit = MAX_OBSERVATION_BYTES,
         "observation larger than the producer's limit, bounded as it is: skipped"
     );
     false

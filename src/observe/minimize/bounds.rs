@@ -149,7 +149,8 @@ mod tests {
 
     #[test]
     fn what_kubernetes_writes_is_kept_as_it_is() {
-        let mut list = vec![condition("SuccessCriteriaMet", 1, "CompletionsReached"), condition("Complete", 2, "x")];
+        let mut list =
+            vec![condition("SuccessCriteriaMet", 1, "CompletionsReached"), condition("Complete", 2, "x")];
         let before = list.clone();
         assert!(!conditions(&mut list).any());
         assert_eq!(list, before);
@@ -201,7 +202,10 @@ mod tests {
         let cuts = super::pod(&mut pod);
         assert_eq!((pod.containers.len(), pod.init_containers.len()), (MAX_CONTAINERS, MAX_CONTAINERS));
         assert_eq!(pod.containers[0].name, "c0", "the first are kept");
-        assert_eq!(pod.containers[0].last_state.as_ref().unwrap().reason.as_ref().unwrap().len(), MAX_REASON_BYTES);
+        assert_eq!(
+            pod.containers[0].last_state.as_ref().unwrap().reason.as_ref().unwrap().len(),
+            MAX_REASON_BYTES
+        );
         assert_eq!(cuts, Cuts { conditions: 0, containers: 1000 - 256 + 1, reasons: 1 });
     }
 }

@@ -29,11 +29,11 @@ use super::model::{
     JobSpec, JobStatus, Lease, ObjectMeta, OwnerReference, Pod, PodIdentity, PodPhase, Session,
 };
 use super::{ObserveError, admission::AdmissionConfig, annotations, kind::Kind};
-pub use bounds::Cuts;
 use crate::trace::{
     KeptKeys, SessionRecord,
     minimal::{self, Count},
 };
+pub use bounds::Cuts;
 
 /// The default session label: a Pod carrying it belongs to the session it names.
 pub const DEFAULT_SESSION_LABEL: &str = "kubefacts.io/session";
