@@ -67,7 +67,7 @@ fn publish(url: &str, extra: &[&str]) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("pipeline.toml");
     std::fs::write(&config, format!("[topics]\nprefix = \"{}.\"\n", unique_name("regtls"))).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
         .args(["publish", "--create-topics", "--instance-id", "i", "--bootstrap", &infra.bootstrap])
         .args(["--registry", url])
         .arg("--config")
@@ -76,10 +76,24 @@ fn publish(url: &str, extra: &[&str]) -> (bool, String) {
         .args(extra)
         .env_remove("KUBEFACTS_REGISTRY")
         .env("RUST_LOG", "debug")
-        .output()
+        .stdout(std::fs::File::create(dir.path().join("out")).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("err")).unwrap())
+        .spawn()
         .unwrap();
-    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), printed)
+    // A refusal stops the verb at once; only a registry that does not answer is waited for.
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(90) {
+            let _ = child.kill();
+            panic!("publish still running after 90 s: it waits for a refusal instead of stopping");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
+    (status.success(), format!("{}{}", read("out"), read("err")))
 }
 
 fn tail(text: &str) -> String {
@@ -109,7 +123,13 @@ fn a_registry_behind_a_private_ca_and_basic_auth_is_reached_and_its_refusals_are
     let (ok, printed) =
         publish(&front.url, &["--registry-username", "kubefacts", "--registry-password-file", pw]);
     assert!(!ok, "an untrusted registry certificate was accepted");
-    assert!(printed.contains("unreachable") && printed.contains("127.0.0.1"), "{}", tail(&printed));
+    assert!(
+        printed.contains("refused by TLS")
+            && printed.contains("certificate")
+            && printed.contains("127.0.0.1"),
+        "{}",
+        tail(&printed)
+    );
 
     // A wrong password: the registry's 401, named.
     let wrong = dir.path().join("wrong.password");

@@ -170,4 +170,10 @@ impl CodecError {
     pub fn is_retriable(&self) -> bool {
         matches!(self, Self::Registry(e) if e.is_retriable())
     }
+
+    /// Whether the registry refused this process as configured (an untrusted certificate):
+    /// [`RegistryError::is_refusal`].
+    pub fn is_registry_refusal(&self) -> bool {
+        matches!(self, Self::Registry(e) if e.is_refusal())
+    }
 }

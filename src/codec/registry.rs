@@ -29,9 +29,11 @@ pub enum RegistryError {
         source: reqwest::Error,
     },
     /// The TLS handshake with the registry failed: its certificate is not trusted (no
-    /// `--registry-ca-file`, or the wrong one) or it speaks no TLS we accept. Waiting does
-    /// not change that, so it is not retried.
-    #[error("schema registry {url} unreachable: TLS refused (not retried): {source}")]
+    /// `--registry-ca-file`, or the wrong one) or it speaks no TLS we accept. At start a verb
+    /// stops on it ([`RegistryError::is_refusal`]): waiting does not change a configuration.
+    /// During a run, with a registry trusted at start, it is retried like an unreachable
+    /// one (a certificate being rotated), never a reason to dead-letter a record.
+    #[error("schema registry {url} refused by TLS: {source}")]
     Tls {
         /// The registry (credentials removed).
         url: String,
@@ -76,10 +78,16 @@ impl RegistryError {
     /// Whether the same call may succeed later.
     pub fn is_retriable(&self) -> bool {
         match self {
-            Self::Unreachable { .. } => true,
+            Self::Unreachable { .. } | Self::Tls { .. } => true,
             Self::Status { status, .. } => status.is_server_error(),
             _ => false,
         }
+    }
+
+    /// Whether the registry (or the way to it) refused this process as configured: an
+    /// untrusted certificate. Retriable during a run, a reason to stop at start.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Self::Tls { .. })
     }
 }
 
@@ -357,14 +365,18 @@ async fn body_text(resp: reqwest::Response) -> String {
 }
 
 /// Whether rustls refused the connection (a certificate or handshake error), as opposed to
-/// the network failing it. `io::Error::source` skips the error it wraps, so each I/O error
-/// of the chain is opened too.
+/// the network failing it. `io::Error::source` skips the error it wraps, and the connector
+/// nests one I/O error in another (`Other` around `InvalidData` around rustls' error), so
+/// every I/O error met is opened down to what it wraps.
 fn refused_by_tls(e: &reqwest::Error) -> bool {
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = next {
-        let wrapped = err.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref);
-        if err.is::<rustls::Error>() || wrapped.is_some_and(|w| w.is::<rustls::Error>()) {
-            return true;
+        let mut inner = Some(err);
+        while let Some(i) = inner {
+            if i.is::<rustls::Error>() {
+                return true;
+            }
+            inner = i.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).map(|w| w as _);
         }
         next = err.source();
     }

@@ -137,7 +137,7 @@ impl Codec {
                 };
                 match written {
                     Ok(_) => break,
-                    Err(error) if error.is_retriable() => {
+                    Err(error) if error.is_retriable() && !error.is_registry_refusal() => {
                         attempt += 1;
                         failed += 1;
                         let retry_in = backoff.next_wait();
