@@ -219,7 +219,10 @@ fn observations_of(jobs: usize) -> Vec<kubefacts::observe::Observation> {
     for at in [last + 60_000, last + 60_000 + interval] {
         entries.push(TraceEntry { observed_at_ms: at, event: TraceEvent::Heartbeat });
     }
-    let source = Source { cluster: "bench".into(), instance: "bench".into(), epoch: 1 };
+    // Published as the pipeline's own cluster: `process` refuses heartbeats from any other
+    // (`unknown_publisher`), and without them no record is released.
+    let cluster = kubefacts::config::PipelineConfig::embedded_default().unwrap().cluster;
+    let source = Source { cluster, instance: "bench".into(), epoch: 1 };
     let mut observer = Observer::new(source, MinimizeConfig::default());
     entries.into_iter().flat_map(|e| observer.admit(e)).flat_map(|r| r.unwrap()).collect()
 }
