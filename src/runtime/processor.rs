@@ -230,6 +230,9 @@ pub struct Outputs {
     records: Vec<OutputRecord>,
     /// Processor events counted since the last take (`runs_filed`, `windows_finalized`, …).
     counts: std::collections::BTreeMap<&'static str, u64>,
+    /// Inside a savepoint: the counts made since, for a rollback to take back (a list
+    /// reused record after record, rather than a copy of `counts` each time).
+    counted_since: Option<Vec<(&'static str, u64)>>,
 }
 
 impl Outputs {
@@ -243,6 +246,7 @@ impl Outputs {
             now: i64::MIN,
             records: Vec::new(),
             counts: std::collections::BTreeMap::new(),
+            counted_since: None,
         }
     }
 
@@ -399,6 +403,9 @@ impl Outputs {
     /// are dropped with it, so the totals match what was committed.
     pub fn count(&mut self, event: impl Event, n: u64) {
         *self.counts.entry(event.as_str()).or_default() += n;
+        if let Some(since) = &mut self.counted_since {
+            since.push((event.as_str(), n));
+        }
     }
 
     /// Takes the events counted so far.
@@ -408,7 +415,10 @@ impl Outputs {
 
     /// Where the outputs stand before a record: what [`Outputs::rollback`] goes back to.
     pub(crate) fn savepoint(&mut self) -> OutputsSaved {
-        OutputsSaved { records: self.records.len(), counts: std::mem::take(&mut self.counts) }
+        let mut since = self.counted_since.take().unwrap_or_default();
+        since.clear();
+        self.counted_since = Some(since);
+        OutputsSaved { records: self.records.len() }
     }
 
     /// The records emitted since `saved`.
@@ -419,13 +429,20 @@ impl Outputs {
     /// Drops what was emitted and counted since `saved`.
     pub(crate) fn rollback(&mut self, saved: OutputsSaved) {
         self.records.truncate(saved.records);
-        self.counts = saved.counts;
+        for (event, n) in self.counted_since.iter_mut().flat_map(|s| s.drain(..)) {
+            if let Some(count) = self.counts.get_mut(event) {
+                *count -= n;
+                if *count == 0 {
+                    self.counts.remove(event);
+                }
+            }
+        }
     }
 
     /// Keeps what was emitted and counted since `saved`.
-    pub(crate) fn release(&mut self, saved: OutputsSaved) {
-        for (event, n) in saved.counts {
-            *self.counts.entry(event).or_default() += n;
+    pub(crate) fn release(&mut self, _saved: OutputsSaved) {
+        if let Some(since) = &mut self.counted_since {
+            since.clear();
         }
     }
 }
@@ -434,5 +451,4 @@ impl Outputs {
 #[derive(Debug)]
 pub(crate) struct OutputsSaved {
     records: usize,
-    counts: std::collections::BTreeMap<&'static str, u64>,
 }

@@ -177,9 +177,15 @@ where
 
     /// Sets `key` to `value`.
     pub fn put(&mut self, key: K, value: V) {
-        self.remember(&key);
-        self.dirty.insert(key.clone());
-        self.map.insert(key, value);
+        let Some(undo) = &mut self.undo else {
+            self.dirty.insert(key.clone());
+            self.map.insert(key, value);
+            return;
+        };
+        // Inside a savepoint the value replaced is kept as it is: moved, not cloned.
+        let was_dirty = !self.dirty.insert(key.clone());
+        let old = self.map.insert(key.clone(), value);
+        undo.entry(key).or_insert((old, was_dirty));
     }
 
     /// The value of `key` to change in place, inserted as the default when absent; a change
