@@ -15,8 +15,8 @@ use std::{
 
 use kubefacts::codec::Codec;
 use support::{
-    KillOnDrop, Scratch, all_committed, default_stages, infra, kubefacts_ok, outputs::compare_outputs,
-    paused::PausedRegistry, process_command, read_records, simulate_small,
+    KillOnDrop, Scratch, all_committed, default_stages, infra, outputs::compare_outputs,
+    paused::PausedRegistry, process_command, read_records, replay_finished, simulate_small,
 };
 
 #[test]
@@ -28,23 +28,9 @@ fn a_paused_registry_delays_records_and_dead_letters_none() {
         (scratch.path(), scratch.prefix.clone(), scratch.app.clone(), scratch.config.clone());
     let config_arg = config.to_str().unwrap();
     let trace = dir.join("trace.jsonl");
-    let run = |args: &[&str]| {
-        kubefacts_ok(args);
-    };
     simulate_small("1", "7", &trace, &[]);
     let replay_dir = dir.join("replay");
-    run(&[
-        "replay",
-        "--partitions",
-        "3",
-        "--finish",
-        "--input",
-        trace.to_str().unwrap(),
-        "--output",
-        replay_dir.to_str().unwrap(),
-        "--config",
-        config_arg,
-    ]);
+    replay_finished(&trace, &replay_dir, config_arg);
 
     // The publisher connects (creates topics, registers its schemas) and waits for input.
     let registry = infra.registry.as_str();

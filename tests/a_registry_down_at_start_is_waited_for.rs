@@ -14,8 +14,8 @@ use std::{
 
 use kubefacts::codec::Codec;
 use support::{
-    KillOnDrop, Scratch, all_committed, default_stages, free_port, infra, kubefacts_ok,
-    outputs::compare_outputs, paused::PausedRegistry, process_command, read_records, simulate_small,
+    KillOnDrop, Scratch, all_committed, default_stages, free_port, infra, outputs::compare_outputs,
+    paused::PausedRegistry, process_command, read_records, replay_finished, simulate_small,
 };
 
 /// `/readyz` of the process: its status (0 if nothing answered) and body.
@@ -45,18 +45,7 @@ fn publish_and_process_wait_for_a_registry_that_is_down_when_they_start() {
     let trace = dir.join("trace.jsonl");
     simulate_small("1", "7", &trace, &[]);
     let replay_dir = dir.join("replay");
-    kubefacts_ok(&[
-        "replay",
-        "--partitions",
-        "3",
-        "--finish",
-        "--input",
-        trace.to_str().unwrap(),
-        "--output",
-        replay_dir.to_str().unwrap(),
-        "--config",
-        config_arg,
-    ]);
+    replay_finished(&trace, &replay_dir, config_arg);
 
     let paused_registry = PausedRegistry::pause();
     let stopped = Instant::now();

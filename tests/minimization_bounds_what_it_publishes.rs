@@ -10,7 +10,7 @@ mod support;
 use std::{fs, path::Path, process::Command};
 
 use serde_json::{Value, json};
-use support::{Scratch, infra, kubefacts_ok, read_records, simulate_small};
+use support::{Scratch, infra, read_records, replay_finished, simulate_small};
 
 const MANY_CONDITIONS_UID: &str = "0b0b0b0b-0000-4000-8000-000000300000";
 const HUGE_ANNOTATION_UID: &str = "0b0b0b0b-0000-4000-8000-0000015e0000";
@@ -64,10 +64,7 @@ fn rename(job: &mut Value, name: &str, uid: &str) {
 }
 
 fn replay(trace: &Path, output: &Path, config: &str) -> String {
-    let (trace, output) = (trace.to_str().unwrap(), output.to_str().unwrap());
-    let args =
-        ["replay", "--partitions", "3", "--finish", "--input", trace, "--output", output, "--config", config];
-    kubefacts_ok(&args).stdout
+    replay_finished(trace, output, config).stdout
 }
 
 /// The `jobs.v1` lines of a replay, by key.

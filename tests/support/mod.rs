@@ -691,6 +691,24 @@ pub fn simulate_small(hours: &str, seed: &str, output: &std::path::Path, extra: 
     kubefacts_ok(&[&args[..], extra].concat());
 }
 
+/// `kubefacts replay --partitions 3 --finish` of `trace` into `output` under `config`: what
+/// a broker test compares Kafka's outputs with.
+pub fn replay_finished(trace: &Path, output: &Path, config: &str) -> Printed {
+    let (trace, output) = (trace.to_str().unwrap(), output.to_str().unwrap());
+    kubefacts_ok(&[
+        "replay",
+        "--partitions",
+        "3",
+        "--finish",
+        "--input",
+        trace,
+        "--output",
+        output,
+        "--config",
+        config,
+    ])
+}
+
 /// A test's own pipeline: a temporary directory, a topic prefix and an application id
 /// nobody else uses, and `pipeline.toml` naming them, with `process` (TOML lines) added
 /// to its `[process]` section.
