@@ -1,9 +1,9 @@
 //! Issue 46: a registry that is down when the verbs start is waited for, never a reason to
-//! exit. The schema registry is stopped (SIGSTOP) before `publish` and `process` start on a
-//! fresh prefix, so neither has registered a schema: both must wait for 60 s without
-//! exiting, `process`'s `/readyz` must answer 503 naming the registry, and once the registry
-//! resumes `/readyz` turns 200, the trace is published and every output equals
-//! `kubefacts replay` with nothing dead-lettered.
+//! exit. The schema registry is stopped (SIGSTOP) before `publish`, `process` and the
+//! cleaner start on a fresh prefix, so none has registered a schema: all must wait for 60 s
+//! without exiting, `/readyz` must answer 503 naming the registry, and once the registry
+//! resumes `process`'s `/readyz` turns 200, the trace is published, the cleaner registers
+//! its schemas and every output equals `kubefacts replay` with nothing dead-lettered.
 
 mod support;
 
@@ -27,6 +27,27 @@ fn readyz(port: u16) -> (u16, String) {
     let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
     (code.trim().parse().unwrap_or(0), body.to_owned())
 }
+
+/// A cluster nobody answers at: the cleaner builds its client from it and, with no
+/// decision to apply, never calls it.
+const KUBECONFIG: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: none
+  cluster:
+    server: https://127.0.0.1:1
+    insecure-skip-tls-verify: true
+contexts:
+- name: none
+  context:
+    cluster: none
+    user: none
+current-context: none
+users:
+- name: none
+  user:
+    token: none
+";
 
 fn still_running(child: &mut Child, what: &str, log: &str) {
     if let Some(status) = child.try_wait().unwrap() {
@@ -74,21 +95,43 @@ fn publish_and_process_wait_for_a_registry_that_is_down_when_they_start() {
         .unwrap();
     let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
 
+    // The cleaner too (its Kubernetes API is never reached: nothing is decided yet).
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, KUBECONFIG).unwrap();
+    let cleaner_port = free_port();
+    let cleaner_log_path = dir.join("cleaner.log");
+    let mut cleaner = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+        .args(["cleaner", "--create-topics", "--kubeconfig", kubeconfig.to_str().unwrap()])
+        .args(["--bootstrap", bootstrap, "--registry", registry, "--config", config_arg])
+        .args(["--metrics-addr", &format!("127.0.0.1:{cleaner_port}")])
+        .env("RUST_LOG", "kubefacts=info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&cleaner_log_path).unwrap())
+        .spawn()
+        .map(KillOnDrop)
+        .unwrap();
+    let cleaner_log = || std::fs::read_to_string(&cleaner_log_path).unwrap_or_default();
+
     // 60 s down: both wait, neither exits, /readyz says what it waits for.
     let mut not_ready = None;
     while stopped.elapsed() < Duration::from_secs(60) {
         still_running(&mut process.0, "process", &log());
         still_running(&mut publisher.0, "publish", &publish_log());
+        still_running(&mut cleaner.0, "cleaner", &cleaner_log());
         let (status, body) = readyz(port);
         if status != 0 {
             assert_eq!(status, 503, "/readyz while the registry is down: {body}\n{}", log());
             not_ready.get_or_insert(body);
         }
+        let (status, body) = readyz(cleaner_port);
+        if status != 0 {
+            assert!(status == 503 && body.contains("schema registry"), "cleaner /readyz: {status} {body}");
+        }
         std::thread::sleep(Duration::from_millis(500));
     }
     let not_ready = not_ready.unwrap_or_else(|| panic!("/readyz never answered:\n{}", log()));
     assert!(not_ready.contains("schema registry"), "/readyz does not name the registry: {not_ready}");
-    for (what, text) in [("process", log()), ("publish", publish_log())] {
+    for (what, text) in [("process", log()), ("publish", publish_log()), ("cleaner", cleaner_log())] {
         assert!(
             text.contains("the schema registry did not answer"),
             "{what} never said it waits for the registry:\n{text}"
@@ -115,6 +158,12 @@ fn publish_and_process_wait_for_a_registry_that_is_down_when_they_start() {
         std::thread::sleep(Duration::from_millis(500));
     }
     still_running(&mut process.0, "process", &log());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cleaner_log().contains("every writer schema is registered") {
+        still_running(&mut cleaner.0, "cleaner", &cleaner_log());
+        assert!(Instant::now() < deadline, "the cleaner never registered its schemas:\n{}", cleaner_log());
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let dead = read_records(bootstrap, &format!("{prefix}dead-letter.v1"));
     assert!(dead.is_empty(), "{} records dead-lettered after a late registry", dead.len());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

@@ -15,10 +15,15 @@ use anyhow::Context;
 use clap::Args;
 
 use kubefacts::{
-    cleanup::cleaner::shell::{self, CleanerRun},
+    cleanup::{
+        cleaner::shell::{self, CleanerRun},
+        outcome::CleanupOutcome,
+    },
+    codec::WriterSchema,
     health::DEFAULT_STALL_LIMIT,
     metrics::Metrics,
     runtime::{
+        deadletter,
         kafka::RuntimeStats,
         topics::{TopicSpec, ensure_topics},
     },
@@ -76,6 +81,7 @@ pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
     }
     let topics = &pipeline.topics;
     let metrics = Metrics::new();
+    let health = Arc::clone(metrics.health());
     let run = CleanerRun {
         brokers: args.kafka.brokers(&pipeline.kafka)?,
         application_id: args
@@ -104,6 +110,21 @@ pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
             .await?;
 
     let codec = Arc::new(args.kafka.codec()?);
+    // The writers' schemas first, however long the registry takes: `/readyz` says what is
+    // awaited, and the loop's heartbeat is watched from its first turn on.
+    run.heartbeat.retire();
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let wanted = [
+        WriterSchema::value(&run.outcomes, CleanupOutcome::FULL_NAME),
+        WriterSchema::value(&run.dead_letter, deadletter::FULL_NAME),
+    ];
+    let stopping = super::registry::stop_signal(&mut sigterm);
+    if super::registry::register_writers(&codec, &wanted, Some(&health), stopping).await?
+        == super::registry::Registered::Stopped
+    {
+        let _ = stop_metrics.send(());
+        return Ok(());
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let handle = tokio::runtime::Handle::current();
     let mut worker = {
@@ -121,7 +142,6 @@ pub(super) async fn run(args: CleanerArgs) -> anyhow::Result<()> {
         run.group_id()
     );
 
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut report = tokio::time::interval(Duration::from_secs(5));
     let result = loop {
         tokio::select! {
