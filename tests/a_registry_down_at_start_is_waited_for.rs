@@ -49,6 +49,17 @@ users:
     token: none
 ";
 
+/// `command` started at info level, its log in `log`.
+fn logged(command: &mut Command, log: &std::path::Path) -> KillOnDrop {
+    let child = command
+        .env("RUST_LOG", "kubefacts=info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    KillOnDrop(child)
+}
+
 fn still_running(child: &mut Child, what: &str, log: &str) {
     if let Some(status) = child.try_wait().unwrap() {
         panic!("{what} exited ({status}) while the registry was down:\n{log}");
@@ -56,7 +67,7 @@ fn still_running(child: &mut Child, what: &str, log: &str) {
 }
 
 #[test]
-fn publish_and_process_wait_for_a_registry_that_is_down_when_they_start() {
+fn publish_process_and_the_cleaner_wait_for_a_registry_that_is_down_when_they_start() {
     let infra = infra();
     let (bootstrap, registry) = (infra.bootstrap.as_str(), infra.registry.as_str());
     let scratch = Scratch::new("late-registry", "session_timeout_ms = 6000\n");
@@ -72,16 +83,13 @@ fn publish_and_process_wait_for_a_registry_that_is_down_when_they_start() {
     let stopped = Instant::now();
 
     let publish_log_path = dir.join("publish.log");
-    let mut publisher = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-        .args(["publish", "--create-topics", "--partitions", "3", "--finish"])
-        .args(["--input", trace.to_str().unwrap()])
-        .args(["--bootstrap", bootstrap, "--registry", registry, "--config", config_arg])
-        .env("RUST_LOG", "kubefacts=info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&publish_log_path).unwrap())
-        .spawn()
-        .map(KillOnDrop)
-        .unwrap();
+    let mut publisher = logged(
+        Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+            .args(["publish", "--create-topics", "--partitions", "3", "--finish"])
+            .args(["--input", trace.to_str().unwrap()])
+            .args(["--bootstrap", bootstrap, "--registry", registry, "--config", config_arg]),
+        &publish_log_path,
+    );
     let publish_log = || std::fs::read_to_string(&publish_log_path).unwrap_or_default();
 
     let port = free_port();
@@ -100,19 +108,16 @@ fn publish_and_process_wait_for_a_registry_that_is_down_when_they_start() {
     std::fs::write(&kubeconfig, KUBECONFIG).unwrap();
     let cleaner_port = free_port();
     let cleaner_log_path = dir.join("cleaner.log");
-    let mut cleaner = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-        .args(["cleaner", "--create-topics", "--kubeconfig", kubeconfig.to_str().unwrap()])
-        .args(["--bootstrap", bootstrap, "--registry", registry, "--config", config_arg])
-        .args(["--metrics-addr", &format!("127.0.0.1:{cleaner_port}")])
-        .env("RUST_LOG", "kubefacts=info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&cleaner_log_path).unwrap())
-        .spawn()
-        .map(KillOnDrop)
-        .unwrap();
+    let mut cleaner = logged(
+        Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+            .args(["cleaner", "--create-topics", "--kubeconfig", kubeconfig.to_str().unwrap()])
+            .args(["--bootstrap", bootstrap, "--registry", registry, "--config", config_arg])
+            .args(["--metrics-addr", &format!("127.0.0.1:{cleaner_port}")]),
+        &cleaner_log_path,
+    );
     let cleaner_log = || std::fs::read_to_string(&cleaner_log_path).unwrap_or_default();
 
-    // 60 s down: both wait, neither exits, /readyz says what it waits for.
+    // 60 s down: all wait, none exits, /readyz says what it waits for.
     let mut not_ready = None;
     while stopped.elapsed() < Duration::from_secs(60) {
         still_running(&mut process.0, "process", &log());

@@ -61,7 +61,13 @@ impl Cuts {
 pub fn conditions(conditions: &mut Vec<JobCondition>) -> Cuts {
     let mut cuts = Cuts::default();
     let short = |c: &JobCondition| c.reason.as_ref().is_none_or(|r| r.len() <= MAX_REASON_BYTES);
-    if conditions.len() <= 1 && conditions.iter().all(short) {
+    // What the Job controller writes needs nothing: checked without allocating, as this
+    // runs for every Job observed.
+    let repeated = |i: usize| conditions[..i].iter().any(|c| c.type_ == conditions[i].type_);
+    if conditions.len() <= MAX_CONDITION_TYPES
+        && conditions.iter().all(short)
+        && !(0..conditions.len()).any(repeated)
+    {
         return cuts;
     }
     let before = conditions.len();
