@@ -172,7 +172,7 @@ impl CodecError {
     }
 
     /// Whether the registry refused this process as configured (an untrusted certificate):
-    /// [`RegistryError::is_refusal`].
+    /// [`crate::codec::registry::RegistryError::is_refusal`].
     pub fn is_registry_refusal(&self) -> bool {
         matches!(self, Self::Registry(e) if e.is_refusal())
     }
