@@ -58,6 +58,9 @@ pub enum Operation {
     DescribeConfigs,
     /// Create topics (`--create-topics` only).
     Create,
+    /// Delete records below an offset: `process` purges the repartition topics it committed
+    /// past.
+    Delete,
 }
 
 /// One ACL: ALLOW `operation` on a resource, for the component's principal, from any host.
@@ -135,6 +138,9 @@ pub fn acls(pipeline: &PipelineConfig, options: &AclOptions) -> Vec<ComponentAcl
         for t in stage.inputs.iter().chain(&stage.globals) {
             process.topic(t, Operation::Read, &why("reads it"));
             process.topic(t, Operation::DescribeConfigs, &why("checks it at start"));
+        }
+        for t in &pipeline.purged_inputs(stage) {
+            process.topic(t, Operation::Delete, &why("deletes what the group committed past"));
         }
         for t in &stage.outputs {
             process.topic(t, Operation::Write, &why("writes it"));
@@ -317,6 +323,7 @@ pub fn to_text(components: &[ComponentAcls]) -> String {
                 Operation::Describe => "Describe",
                 Operation::DescribeConfigs => "DescribeConfigs",
                 Operation::Create => "Create",
+                Operation::Delete => "Delete",
             };
             let _ = writeln!(
                 s,

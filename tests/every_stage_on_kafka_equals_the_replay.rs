@@ -73,7 +73,7 @@ fn every_stage_on_kafka_equals_the_replay_through_sigkills() {
     let scratch = Scratch::new(
         "stages",
         "session_timeout_ms = 6000\nmax_batch_records = 100\nnum_stream_threads = 2\n\
-         buffered_records_per_partition = 20\n",
+         buffered_records_per_partition = 20\npurge_interval_ms = 500\n",
     );
     let (dir, prefix, app, config) =
         (scratch.path(), scratch.prefix.clone(), scratch.app.clone(), scratch.config.clone());

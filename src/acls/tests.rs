@@ -77,6 +77,26 @@ fn process_reads_its_inputs_writes_its_outputs_and_owns_its_changelogs() {
 }
 
 #[test]
+fn process_deletes_records_of_its_repartition_topics_only() {
+    let pipeline = PipelineConfig::embedded_default().expect("default pipeline");
+    let all = acls(&pipeline, &AclOptions::default());
+    let deleted: Vec<&str> = (all.iter().flat_map(|c| c.acls.iter().map(move |a| (c.component, a))))
+        .filter(|(_, a)| a.operation == Operation::Delete)
+        .map(|(component, a)| {
+            assert_eq!(component, "process", "{a:?}");
+            a.name.as_str()
+        })
+        .collect();
+    let topics = &pipeline.topics;
+    let mut expected =
+        vec![topics.full(&topics.journal_repartition), topics.full(&topics.session_owner_repartition)];
+    expected.sort();
+    let mut got: Vec<String> = deleted.iter().map(|s| s.to_string()).collect();
+    got.sort();
+    assert_eq!(got, expected);
+}
+
+#[test]
 fn create_topics_adds_create_and_nothing_else_changes() {
     let plain = default_acls(&AclOptions::default());
     let creating = default_acls(&AclOptions { create_topics: true, ..AclOptions::default() });

@@ -26,7 +26,7 @@ use kubefacts::{
     health::{DEFAULT_STALL_LIMIT, Heartbeat},
     metrics::Metrics,
     runtime::{
-        kafka::{RuntimeConfig, RuntimeStats, run_thread},
+        kafka::{RuntimeConfig, RuntimeStats, check_purge_allowed, run_thread},
         topics::{TopicSpec, check_copartitioned, ensure_topics},
     },
 };
@@ -151,6 +151,10 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
         runtime.globals = stage.globals.clone();
         runtime.untimed = stage.untimed.clone();
         runtime.outputs = stage.outputs.clone();
+        // The application's own repartition topics: nothing reads below what the group
+        // committed, so it is deleted (docs/RUNTIME.md, "Purging internal topics").
+        runtime.purged = pipeline.purged_inputs(stage);
+        runtime.purge_interval_ms = settings.purge_interval_ms;
         runtime.rules = pipeline.input_rules(stage);
         runtime.dead_letter = dead_letter.clone();
         runtime.max_batch_records = settings.max_batch_records;
@@ -346,5 +350,8 @@ async fn prepare_topics(
         specs.push(TopicSpec::new(cfg.changelog_topic(&store), input_partitions).compacted());
     }
     ensure_topics(&admin, &specs, create).await?;
+    if settings.purge_interval_ms > 0 {
+        check_purge_allowed(&admin, &cfg.purged, input_partitions).await?;
+    }
     Ok(())
 }

@@ -146,6 +146,10 @@ pub struct ProcessConfig {
     pub transaction_timeout_ms: u64,
     /// Consumer group session timeout, in milliseconds (the broker's minimum is 6000).
     pub session_timeout_ms: u64,
+    /// How often each stream thread deletes the records of the application's internal
+    /// (repartition) topics that the group has committed past, in milliseconds; 0 never
+    /// deletes (Kafka Streams' `repartition.purge.interval.ms`, also 30 s by default).
+    pub purge_interval_ms: u64,
     /// Create missing topics; when false, a missing topic is an error listing the exact
     /// commands that create it.
     pub create_topics: bool,
@@ -182,6 +186,7 @@ impl Default for ProcessConfig {
             commit_interval_ms: 100,
             transaction_timeout_ms: 10_000,
             session_timeout_ms: 10_000,
+            purge_interval_ms: 30_000,
             create_topics: false,
             partitions: 3,
             metrics_addr: None,
@@ -481,6 +486,16 @@ impl PipelineConfig {
             });
         }
         out
+    }
+
+    /// The inputs of `stage` that another stage of this application writes (its repartition
+    /// topics, [`TopicKind::Internal`]): the group's committed offset is the only reader's
+    /// position, so `process` deletes what lies below it.
+    pub fn purged_inputs(&self, stage: &StageConfig) -> Vec<String> {
+        (stage.inputs.iter())
+            .filter(|t| self.topics.role_of(t).is_some_and(|r| r.kind == TopicKind::Internal))
+            .cloned()
+            .collect()
     }
 
     /// How `stage` admits its inputs ([`crate::runtime::admit::InputRules`]): its timed

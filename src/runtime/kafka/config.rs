@@ -27,6 +27,13 @@ pub struct RuntimeConfig {
     pub untimed: Vec<String>,
     /// Output topics, one per output port.
     pub outputs: Vec<String>,
+    /// Inputs (of `inputs`) that only this application writes and reads (repartition
+    /// topics): records below the group's committed offset are deleted every
+    /// `purge_interval_ms` (docs/RUNTIME.md, "Purging internal topics").
+    pub purged: Vec<String>,
+    /// How often a stream thread deletes what it committed past on `purged` topics, in
+    /// milliseconds; 0 never deletes (Kafka Streams' `repartition.purge.interval.ms`).
+    pub purge_interval_ms: u64,
     /// How each input is admitted: checked against heartbeats, dead-lettered here or not
     /// ([`crate::config::PipelineConfig::input_rules`]).
     pub rules: InputRules,
@@ -75,6 +82,9 @@ pub struct ThreadConfig {
     pub transaction_timeout_ms: u64,
     /// Consumer group session timeout, in milliseconds.
     pub session_timeout_ms: u64,
+    /// How often the thread deletes what it committed past on its stages' purged topics,
+    /// in milliseconds; 0 never ([`RuntimeConfig::purged`]).
+    pub purge_interval_ms: u64,
     /// A deliberate pause, for tests of lost assignments only.
     pub failpoint: Option<Failpoint>,
     /// Beaten once per turn of the thread's loop (`/healthz`).
@@ -154,6 +164,8 @@ impl RuntimeConfig {
             globals: Vec::new(),
             untimed: Vec::new(),
             outputs: Vec::new(),
+            purged: Vec::new(),
+            purge_interval_ms: 30_000,
             rules: InputRules::default(),
             dead_letter: format!("{application_id}.dead-letter.v1"),
             max_batch_records: 10_000,
@@ -211,6 +223,7 @@ impl RuntimeConfig {
             commit_interval_ms: self.commit_interval_ms,
             transaction_timeout_ms: self.transaction_timeout_ms,
             session_timeout_ms: self.session_timeout_ms,
+            purge_interval_ms: self.purge_interval_ms,
             failpoint: self.failpoint,
             heartbeat: self.heartbeat.clone(),
         }

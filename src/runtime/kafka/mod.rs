@@ -20,6 +20,8 @@
 //! The parts, by role:
 //!
 //! * `run`: the stream thread's loop ([`run_thread`]).
+//! * `purge`: deletes what the group committed past on the application's repartition
+//!   topics, on a thread of its own.
 //! * `stage`: one stage's tasks on a thread ([`kafka_stage`]), the processor type erased,
 //!   and the processing of one record.
 //! * `config`: [`RuntimeConfig`], [`ThreadConfig`] and the test-only [`Failpoint`].
@@ -40,6 +42,7 @@ pub mod bystander;
 mod config;
 mod flow;
 mod globals;
+mod purge;
 pub use globals::global_group;
 mod read;
 mod restore;
@@ -59,6 +62,7 @@ pub(crate) use self::{
 };
 pub use self::{
     config::{Failpoint, FailpointAt, RuntimeConfig, ThreadConfig},
+    purge::{PurgeError, check_purge_allowed},
     restore::QuietEof,
     run::run_thread,
     stage::{KafkaStage, kafka_stage},

@@ -24,6 +24,7 @@ use super::{
     flow::{FillShares, Paused, Pressure},
     globals::GlobalReader,
     group_consumer_config, kafka,
+    purge::Purger,
     stage::{KafkaStage, Offsets, Positions},
     stats::lag,
     transactions::{Recreations, TxSession, is_fatal},
@@ -60,6 +61,8 @@ pub fn run_thread(
         stage.track(shared);
     }
 
+    let purged = stages.iter().flat_map(|s| s.purged().iter().cloned()).collect();
+    let mut purger = Purger::new(&cfg.brokers, purged, cfg.purge_interval_ms);
     let global_topics: Vec<&[String]> = stages.iter().map(|s| s.globals()).collect();
     let mut globals = GlobalReader::new(cfg, &global_topics)?;
     let open =
@@ -172,6 +175,7 @@ pub fn run_thread(
         // offset to move: no transaction.
         let positions = positions(&consumer);
         if !stages.iter().any(|s| s.has_work(&positions)) {
+            purger.tick();
             if waiting_logged.elapsed() >= Duration::from_secs(5) {
                 waiting_logged = Instant::now();
                 stages.iter().for_each(|s| s.log_waiting());
@@ -205,7 +209,11 @@ pub fn run_thread(
             }
         };
         match result {
-            Ok(()) => stages.iter_mut().for_each(|s| s.committed(&positions, cfg.thread)),
+            Ok(()) => {
+                stages.iter_mut().for_each(|s| s.committed(&positions, cfg.thread));
+                purger.committed(&offsets);
+                purger.tick();
+            }
             Err(e) => {
                 if let Some(refused) = session.refused(&e, "committing a transaction") {
                     return Err(refused.into());

@@ -74,6 +74,8 @@ pub(crate) trait StageRun {
     fn name(&self) -> &str;
     /// Its co-partitioned input topics, in input order.
     fn inputs(&self) -> &[String];
+    /// Those of its inputs whose records are deleted once committed past.
+    fn purged(&self) -> &[String];
     /// Changelogs the positions of these inputs (indexes): the thread shares their topics
     /// with another stage. Called before the first assignment.
     fn track(&mut self, inputs: Vec<usize>);
@@ -312,6 +314,10 @@ where
 
     fn inputs(&self) -> &[String] {
         &self.cfg.inputs
+    }
+
+    fn purged(&self) -> &[String] {
+        &self.cfg.purged
     }
 
     fn track(&mut self, inputs: Vec<usize>) {
