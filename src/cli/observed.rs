@@ -22,7 +22,7 @@ use kubefacts::{
 pub(super) struct TraceFile {
     /// The path as given.
     pub name: String,
-    /// The file's size, when known (not for standard input).
+    /// The file's size; `None` for a stream (standard input, a pipe, a device).
     pub total_bytes: Option<u64>,
     /// Bytes read so far (for a progress bar).
     pub read_bytes: Rc<Cell<u64>>,
@@ -71,7 +71,8 @@ impl TraceInput {
             (Box::new(std::io::stdin()), None)
         } else {
             let file = File::open(path).with_context(|| format!("reading {}", path.display()))?;
-            let size = file.metadata().ok().map(|m| m.len());
+            // A pipe or a device (`/dev/stdin`, a FIFO) has no size: it is a stream.
+            let size = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
             (Box::new(file), size)
         };
         Ok(Self { name: path.display().to_string(), total_bytes, input })
