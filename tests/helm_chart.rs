@@ -221,6 +221,18 @@ fn chart_app_version_and_default_image_tag_are_the_crate_version() {
 }
 
 #[test]
+fn inputs_keep_two_weeks_by_default_and_forever_when_asked() {
+    // A live deployment's disk is bounded (issue 47); the code's default stays forever, for
+    // replays of recorded traces.
+    let (_, cfg) = pipeline(&render(""));
+    assert_eq!(cfg.topics.retention.inputs_ms, 14 * 24 * 3_600_000);
+    assert_eq!(kubefacts::config::RetentionConfig::default().inputs_ms, -1);
+    let (_, cfg) = pipeline(&render("pipeline:\n  inputRetentionMs: -1\n"));
+    assert_eq!(cfg.topics.retention.inputs_ms, -1);
+    assert!(try_template("pipeline:\n  inputRetentionMs: -2\n").is_err(), "the schema refuses -2");
+}
+
+#[test]
 fn by_default_the_watcher_and_process_are_installed_and_no_cleaner_nor_alerts() {
     let objs = render("");
     assert_eq!(

@@ -84,6 +84,9 @@ cluster = {{ $p.cluster | toJson }}
 [topics]
 prefix = {{ $p.topicPrefix | toJson }}
 
+[topics.retention]
+inputs_ms = {{ int64 $p.inputRetentionMs }}
+
 [process]
 application_id = {{ $p.applicationId | toJson }}
 num_stream_threads = {{ int .Values.process.numStreamThreads }}
