@@ -638,7 +638,10 @@ fn the_rendered_pipeline_file_is_accepted_by_kubefacts_and_carries_the_values() 
     let (_, cfg) = pipeline(&render(""));
     let default = kubefacts::config::PipelineConfig::embedded_default().unwrap();
     assert_eq!(cfg.cluster, "default");
-    assert_eq!(cfg.topics, default.topics, "default topics");
+    // The same topics; only the inputs' retention is the chart's own (two weeks, issue 47).
+    let mut topics = default.topics.clone();
+    topics.retention.inputs_ms = 1_209_600_000;
+    assert_eq!(cfg.topics, topics, "default topics");
     assert_eq!(cfg.process, default.process, "default [process]: the shipped stages and settings");
     assert_eq!(cfg.watch, default.watch, "default [watch]");
 
