@@ -37,13 +37,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use broker::{Env, committed_reader, now_ms, percentile, producer_performance, unique};
-use fleet::{Observed, observe, observer};
+use broker::{Env, committed_reader, now_ms, percentile, producer_performance, repo_path, unique};
+use fleet::{Observed, finishing_job, observe, observer};
 use kubefacts::{
     codec::Codec,
     config::{PipelineConfig, StageConfig, TopicsConfig},
     journal::JobRun,
-    observe::{InputTopic, JobObservation, Observation, ObservationEvent, ObservationRecord},
+    observe::{InputTopic, Observation},
     pipeline::run_all_in_memory,
     runtime::driver::MemTopic,
     simulate,
@@ -564,10 +564,6 @@ fn main() {
     }
     let _ = fs::remove_file(&trace_path);
     println!("(suite took {:.0} s; process logs in {})", started.elapsed().as_secs_f64(), env.logs.display());
-}
-
-fn repo_path(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
 /// A pipeline file: topics under `prefix`, every output renamed `<variant><name>` (a second
@@ -1328,16 +1324,6 @@ fn measure_latency(
         max: latencies.last().copied().unwrap_or(f64::NAN),
         p99_late: percentile(&late, 0.99),
         cores,
-    }
-}
-
-/// The UID of the Job this observation shows finished, if it does.
-fn finishing_job(obs: &Observation) -> Option<String> {
-    match &obs.record {
-        ObservationRecord::Job(JobObservation {
-            event: ObservationEvent::Applied, job: Some(job), ..
-        }) if kubefacts::journal::runs::finished(job) => Some(job.meta.uid.clone()),
-        _ => None,
     }
 }
 

@@ -98,6 +98,22 @@ impl Env {
     }
 }
 
+/// A path in this repository.
+pub fn repo_path(rel: &str) -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// Runs `command` to its end; panics with its output unless it succeeded.
+pub fn run_ok(command: &mut Command) {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{command:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn unique(prefix: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();

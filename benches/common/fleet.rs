@@ -6,7 +6,10 @@
 use kubefacts::{
     codec::Codec,
     config::PipelineConfig,
-    observe::{InputTopic, Observer, memory::MemInputs, model::Source},
+    observe::{
+        InputTopic, JobObservation, Observation, ObservationEvent, ObservationRecord, Observer,
+        memory::MemInputs, model::Source,
+    },
     trace::TraceEntry,
 };
 
@@ -59,4 +62,14 @@ pub fn observe(
 pub fn observer(config: &PipelineConfig) -> Observer {
     let source = Source { cluster: config.cluster.clone(), instance: "bench".into(), epoch: 1 };
     Observer::new(source, config.minimize.clone()).with_admission(config.admission.clone())
+}
+
+/// The UID of the Job this observation shows finished, if it does.
+pub fn finishing_job(obs: &Observation) -> Option<String> {
+    match &obs.record {
+        ObservationRecord::Job(JobObservation {
+            event: ObservationEvent::Applied, job: Some(job), ..
+        }) if kubefacts::journal::runs::finished(job) => Some(job.meta.uid.clone()),
+        _ => None,
+    }
 }
