@@ -117,8 +117,18 @@ fn publish_process_and_the_cleaner_wait_for_a_registry_that_is_down_when_they_st
     );
     let cleaner_log = || std::fs::read_to_string(&cleaner_log_path).unwrap_or_default();
 
+    // Its first answer already says it is not ready: it once answered 200 in the moment
+    // between serving /readyz and starting to wait for the registry.
+    let first = loop {
+        still_running(&mut process.0, "process", &log());
+        match readyz(port) {
+            (0, _) => std::thread::sleep(Duration::from_millis(5)),
+            answer => break answer,
+        }
+    };
+    assert_eq!(first.0, 503, "process's first /readyz answer: {}\n{}", first.1, log());
     // 60 s down: all wait, none exits, /readyz says what it waits for.
-    let mut not_ready = None;
+    let (mut not_ready, mut cleaner_not_ready) = (None, None);
     while stopped.elapsed() < Duration::from_secs(60) {
         still_running(&mut process.0, "process", &log());
         still_running(&mut publisher.0, "publish", &publish_log());
@@ -126,16 +136,21 @@ fn publish_process_and_the_cleaner_wait_for_a_registry_that_is_down_when_they_st
         let (status, body) = readyz(port);
         if status != 0 {
             assert_eq!(status, 503, "/readyz while the registry is down: {body}\n{}", log());
-            not_ready.get_or_insert(body);
+            // The latest answer: the first may come before the registry wait begins.
+            not_ready = Some(body);
         }
         let (status, body) = readyz(cleaner_port);
         if status != 0 {
-            assert!(status == 503 && body.contains("schema registry"), "cleaner /readyz: {status} {body}");
+            assert_eq!(status, 503, "cleaner /readyz while the registry is down: {body}");
+            cleaner_not_ready = Some(body);
         }
         std::thread::sleep(Duration::from_millis(500));
     }
     let not_ready = not_ready.unwrap_or_else(|| panic!("/readyz never answered:\n{}", log()));
     assert!(not_ready.contains("schema registry"), "/readyz does not name the registry: {not_ready}");
+    let cleaner_not_ready =
+        cleaner_not_ready.unwrap_or_else(|| panic!("the cleaner's /readyz never answered"));
+    assert!(cleaner_not_ready.contains("schema registry"), "cleaner /readyz: {cleaner_not_ready}");
     for (what, text) in [("process", log()), ("publish", publish_log()), ("cleaner", cleaner_log())] {
         assert!(
             text.contains("the schema registry did not answer"),

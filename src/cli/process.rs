@@ -174,6 +174,9 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
     }
 
     let health = Arc::clone(metrics.health());
+    // Not ready until the stream threads run: /readyz answered 200 in the moment between
+    // serving it and the registry wait below (a late registry's test caught it).
+    let started = health.condition("stream threads", "not started yet");
     let stop_metrics = super::serve_metrics(settings.metrics_addr.as_ref(), metrics).await?;
 
     // Every writer a stage builds is registered now, however long the registry takes to
@@ -225,6 +228,7 @@ pub(super) async fn run(args: ProcessArgs) -> anyhow::Result<()> {
             (thread, result)
         });
     }
+    started.met();
     tracing::info!(
         stages = ?resolved.iter().map(|s| &s.runtime.processor).collect::<Vec<_>>(),
         threads = settings.num_stream_threads,

@@ -230,6 +230,9 @@ pub fn topics_table() -> String {
             topics.named().into_iter().find(|(k, _)| *k == role.key).map(|(_, n)| n).unwrap_or_default();
         let (cleanup, retention) = match TopicsConfig::retention_key(role.kind) {
             None => ("compact", "latest record per key, forever".to_owned()),
+            Some(key) if role.kind == TopicKind::Internal => {
+                ("delete", format!("`{key}` (default -1), purged up to the committed offset"))
+            }
             Some(key) => ("delete", format!("`{key}` (default -1: forever)")),
         };
         out += &format!(
