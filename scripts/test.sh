@@ -68,8 +68,10 @@ trap 'interrupted SIGINT 130' INT
 trap 'interrupted SIGTERM 143' TERM
 trap 'interrupted SIGHUP 129' HUP
 trap 'interrupted "the time limit (KUBEFACTS_TEST_TIMEOUT_SECS=$TIMEOUT_SECS)" 124' USR1
-# The watchdog: USR1 to this script when the time limit has passed.
-sleep "$TIMEOUT_SECS" </dev/null >/dev/null 2>&1 && kill -USR1 "$$" 2>/dev/null &
+# The watchdog: USR1 to this script when the time limit has passed. Its subshell holds
+# none of the script's outputs: a watchdog left behind (a signal racing the EXIT trap) once
+# kept a reader of test.sh's stdout waiting for its 85 minutes.
+{ sleep "$TIMEOUT_SECS" && kill -USR1 "$$"; } </dev/null >/dev/null 2>&1 &
 WATCHDOG_PID=$!
 # No job notice when finish stops it.
 disown "$WATCHDOG_PID"
