@@ -92,9 +92,12 @@ fn main() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !fs::read_to_string(&log).unwrap_or_default().contains("\"running\"")
-        && !fs::read_to_string(&log).unwrap_or_default().contains(" running ")
-    {
+    // Logged once every stage is set up (text or JSON log lines).
+    let running = || {
+        let text = fs::read_to_string(&log).unwrap_or_default();
+        text.contains(" running ") || text.contains("\"running\"")
+    };
+    while !running() {
         assert!(process.try_wait().unwrap().is_none(), "process exited; log {}", log.display());
         assert!(Instant::now() < deadline, "process not running in 120 s; log {}", log.display());
         std::thread::sleep(Duration::from_millis(100));
