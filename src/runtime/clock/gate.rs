@@ -4,8 +4,13 @@
 use super::{
     lane::{Entry, Lane, Sub},
     mark::{Claim, Mark, Verdict},
+    sequence::Sequence,
     writer::Writer,
 };
+
+/// The offset a beat from the progress channel is released with ([`Gate::push_beat`]): it
+/// has none on the lane's partition.
+pub const BEAT_OFFSET: i64 = i64::MAX;
 
 /// A record the gate released.
 #[derive(Debug, PartialEq, Eq)]
@@ -174,6 +179,68 @@ impl<T> Gate<T> {
         true
     }
 
+    /// Buffers a record of a writer that sends its stream time out of band: it enters the
+    /// merge once every beat its writer sent before it has ([`Gate::push_beat`]). Returns
+    /// false (and drops it) when it was released before the task was restored.
+    pub fn push_sequenced(
+        &mut self,
+        lane: usize,
+        writer: Writer,
+        (timestamp_ms, offset): (i64, i64),
+        (sequence, mark): (Sequence, Mark),
+        item: T,
+    ) -> bool {
+        let lane = &mut self.lanes[lane];
+        lane.tasks = writer.tasks;
+        let sub = sub_mut(lane, writer.task);
+        if offset < sub.next_offset {
+            return false;
+        }
+        let entry = Entry { key_ms: timestamp_ms, timestamp_ms, offset, mark, verdict: Verdict::Use, item };
+        if !sub.stitch.record(sequence, entry) {
+            return false;
+        }
+        self.len += 1;
+        sub.stitch_in();
+        true
+    }
+
+    /// Buffers a beat of `writer` from the progress channel: its stream time `at_ms`, sent
+    /// after its `count`th record on `lane`'s partition. It enters the merge as forwarded
+    /// stream time once that record has, and is released with [`BEAT_OFFSET`]. Returns
+    /// false (and drops it) when the lane had let it in before the task was restored.
+    pub fn push_beat(&mut self, lane: usize, writer: Writer, at_ms: i64, count: u64, item: T) -> bool {
+        let lane = &mut self.lanes[lane];
+        lane.tasks = writer.tasks;
+        let sub = sub_mut(lane, writer.task);
+        let entry = Entry {
+            key_ms: at_ms,
+            timestamp_ms: at_ms,
+            offset: BEAT_OFFSET,
+            mark: Mark::Forwarded,
+            verdict: Verdict::Use,
+            item,
+        };
+        if !sub.stitch.beat(at_ms, count, entry) {
+            return false;
+        }
+        self.len += 1;
+        sub.stitch_in();
+        true
+    }
+
+    /// Seeds an out-of-band writer's sub-lane from a restored task: the sequence of the
+    /// last record and the time of the last beat it had released.
+    pub fn resume_sequence(&mut self, lane: usize, writer: Writer, seq: u64, beat_ms: Option<i64>) {
+        sub_mut(&mut self.lanes[lane], writer.task).stitch.resume(seq, beat_ms);
+    }
+
+    /// Whether some writer of `lane` has a record that waits for a beat: only the progress
+    /// channel can let it in.
+    pub fn awaits_beat(&self, lane: usize) -> bool {
+        self.lanes[lane].subs.iter().any(|s| s.stitch.awaits_beat())
+    }
+
     /// The next record in merge order, if no lane can still deliver an earlier one.
     ///
     /// `stream_time` is the task's: a heartbeat (forwarded, or the watcher's) no later than
@@ -281,7 +348,10 @@ impl<T> Gate<T> {
     /// were all released).
     pub fn first_offset(&self, lane: usize) -> Option<i64> {
         (self.lanes[lane].subs.iter())
-            .filter_map(|s| s.queue.front().or(s.held.front()).map(|e| e.offset))
+            .filter_map(|s| {
+                let queued = s.queue.iter().find(|e| e.offset != BEAT_OFFSET);
+                queued.or(s.held.front()).or(s.stitch.first_record()).map(|e| e.offset)
+            })
             .min()
     }
 
@@ -305,9 +375,10 @@ impl<T> Gate<T> {
         self.lanes[lane].subs.get(task as usize).map_or(0, |s| s.queue.capacity())
     }
 
-    /// Records buffered on `lane`, held ones included.
+    /// Records buffered on `lane`, held ones and those an out-of-band writer's beats
+    /// place included.
     pub fn lane_len(&self, lane: usize) -> usize {
-        self.lanes[lane].subs.iter().map(|s| s.queue.len() + s.held.len()).sum()
+        self.lanes[lane].subs.iter().map(|s| s.queue.len() + s.held.len() + s.stitch.len()).sum()
     }
 
     /// Records buffered.

@@ -2,7 +2,10 @@
 
 use std::collections::VecDeque;
 
-use super::mark::{Mark, Verdict};
+use super::{
+    mark::{Mark, Verdict},
+    sequence::Stitch,
+};
 
 /// Capacity (records) above which an emptied sub-lane queue is freed.
 const SHRINK_ABOVE: usize = 256;
@@ -47,6 +50,9 @@ pub(super) struct Sub<T> {
     /// Records at lower offsets were released before this task was restored: read again,
     /// they are dropped.
     pub(super) next_offset: i64,
+    /// Records and beats of a writer that sends its stream time out of band, waiting to be
+    /// put back in the order it wrote them (`super::sequence`).
+    pub(super) stitch: Stitch<Entry<T>>,
 }
 
 impl<T> Default for Sub<T> {
@@ -59,6 +65,7 @@ impl<T> Default for Sub<T> {
             heartbeat: None,
             publisher: None,
             next_offset: 0,
+            stitch: Stitch::default(),
         }
     }
 }
@@ -78,6 +85,14 @@ impl<T> Sub<T> {
             self.bound = Some(self.bound.map_or(shown, |b| b.max(shown)));
         }
         self.queue.push_back(entry);
+    }
+
+    /// Moves what the stitch can place, in its writer's order, into the queue.
+    pub(super) fn stitch_in(&mut self) {
+        while let Some(next) = self.stitch.next() {
+            let (Ok(entry) | Err(entry)) = next;
+            self.enqueue(entry);
+        }
     }
 
     /// After a record left: an empty queue that grew large over a backlog gives its memory

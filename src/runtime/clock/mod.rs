@@ -38,20 +38,27 @@
 //! time, for the runtime to dead-letter. After an outage the first records are far ahead
 //! of the last heartbeat and simply wait for the watcher's next two heartbeats.
 //!
-//! The parts: `writer` ([`Writer`] and its header), `gate` (the merge: [`Gate`], with the
+//! A writer may send its stream time **out of band** (`sequence`): each record names its
+//! [`Sequence`] on its partition, and the writer's [`Beat`]s travel on a progress channel;
+//! the gate puts each sub-lane back in the order the writer wrote it before merging.
+//!
+//! The parts: `writer` ([`Writer`] and its header), `sequence` (records and beats of an
+//! out-of-band writer), `gate` (the merge: [`Gate`], with the
 //! [`Mark`] a record is pushed with and the [`Verdict`] it is released with) and `lane` (the
 //! records the gate buffers per lane and writer).
 
 mod gate;
 mod lane;
 mod mark;
+mod sequence;
 mod writer;
 
 #[cfg(test)]
 mod tests;
 
 pub use self::{
-    gate::{Gate, HeadKey, Holding, Released},
+    gate::{BEAT_OFFSET, Gate, HeadKey, Holding, Released},
     mark::{Claim, Mark, Verdict},
+    sequence::{Beat, SEQUENCE_HEADER, Sequence, Stamper},
     writer::{WRITER_HEADER, Writer},
 };

@@ -362,3 +362,129 @@ fn before_the_first_heartbeat_the_past_is_judged_by_the_heartbeat_that_accepts_i
     );
     assert_eq!(g.watermark(), Some(1_011), "past a heartbeat: nothing more at its time");
 }
+
+/// A writer's output as it wrote it: per partition, in band (records and heartbeats in
+/// order), and out of band (stamped records per partition, beats on the side).
+struct Written {
+    in_band: Vec<Vec<String>>,
+    records: Vec<Vec<(Sequence, i64, String)>>,
+    beats: Vec<Beat>,
+}
+
+/// A writer over `partitions` partitions making `n` random moves from `seed`: a record to a
+/// partition, or (as its stream time moves on) a beat.
+fn written(seed: u64, partitions: usize, n: usize) -> Written {
+    let mut rng = seed.max(1);
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut stamper = Stamper::new(partitions as i32);
+    let mut out = Written {
+        in_band: vec![Vec::new(); partitions],
+        records: vec![Vec::new(); partitions],
+        beats: Vec::new(),
+    };
+    let mut now = 1_000;
+    for _ in 0..n {
+        let roll = next() % 10;
+        if roll < 3 {
+            now += 1 + (next() % 3) as i64;
+            let beat = stamper.beat(now);
+            for lane in &mut out.in_band {
+                lane.push(format!("beat@{now}"));
+            }
+            out.beats.push(beat);
+        } else {
+            let p = (next() % partitions as u64) as usize;
+            let sequence = stamper.stamp(p as i32);
+            let name = format!("p{p}#{}", sequence.seq);
+            out.in_band[p].push(name.clone());
+            out.records[p].push((sequence, now, name));
+        }
+    }
+    out
+}
+
+/// Pushes partition `p` of `w` into a one-lane gate, records and beats interleaved as
+/// `seed` says, draining after every push; returns what was released, in order.
+fn stitched(w: &Written, p: usize, seed: u64, resume: Option<(u64, Option<i64>)>) -> Vec<String> {
+    let mut g = Gate::new([true]);
+    if let Some((seq, beat)) = resume {
+        g.resume_sequence(0, Writer::SOLE, seq, beat);
+    }
+    let (mut r, mut b, mut roll) = (0, 0, seed.max(1));
+    let mut released = Vec::new();
+    while r < w.records[p].len() || b < w.beats.len() {
+        roll = roll.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let take_record = b == w.beats.len() || (r < w.records[p].len() && (roll >> 33) % 2 == 0);
+        if take_record {
+            let (sequence, ts, name) = &w.records[p][r];
+            g.push_sequenced(0, Writer::SOLE, (*ts, r as i64), (*sequence, Mark::Record), name.clone());
+            r += 1;
+        } else {
+            let beat = &w.beats[b];
+            g.push_beat(0, Writer::SOLE, beat.at_ms, beat.counts[p], format!("beat@{}", beat.at_ms));
+            b += 1;
+        }
+        released.extend(drain(&mut g));
+    }
+    assert!(g.is_empty(), "everything written was released: {} left", g.len());
+    released
+}
+
+#[test]
+fn beats_out_of_band_are_put_back_where_their_writer_wrote_them() {
+    for seed in 1..40 {
+        let w = written(seed, 3, 60);
+        for p in 0..3 {
+            for order in [seed, seed * 7 + 3, seed * 31 + 11] {
+                assert_eq!(
+                    stitched(&w, p, order, None),
+                    w.in_band[p],
+                    "seed {seed}, partition {p}, order {order}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_restored_lane_lets_in_only_what_it_had_not_released() {
+    let w = written(5, 2, 80);
+    let full = &w.in_band[0];
+    // Released up to the middle: the last record and beat before it.
+    let cut = full.len() / 2;
+    let seq =
+        full[..cut].iter().filter_map(|n| n.strip_prefix("p0#")).map(|s| s.parse::<u64>().unwrap()).max();
+    let beat =
+        full[..cut].iter().filter_map(|n| n.strip_prefix("beat@")).map(|s| s.parse::<i64>().unwrap()).max();
+    let again = stitched(&w, 0, 9, Some((seq.unwrap_or(0), beat)));
+    assert_eq!(again, full[cut..], "read again from the start, the restored lane releases only the rest");
+}
+
+#[test]
+fn a_record_waits_for_the_beat_before_it_and_a_beat_for_the_records_before_it() {
+    let mut g = Gate::new([true]);
+    let after = |seq, after_ms| (Sequence { seq, after_ms }, Mark::Record);
+    // Record 1 follows a beat at 100 not read yet.
+    g.push_sequenced(0, Writer::SOLE, (100, 0), after(1, Some(100)), "r1");
+    assert_eq!(drain(&mut g), Vec::<&str>::new(), "the beat before it is missing");
+    assert!(g.awaits_beat(0));
+    assert_eq!(g.first_offset(0), Some(0), "the waiting record holds the committed offset");
+    // A beat after record 2 arrives before record 2 does.
+    g.push_beat(0, Writer::SOLE, 100, 0, "beat@100");
+    g.push_beat(0, Writer::SOLE, 105, 2, "beat@105");
+    assert_eq!(drain(&mut g), ["beat@100", "r1"], "beat@105 waits for record 2");
+    assert!(!g.awaits_beat(0));
+    g.push_sequenced(0, Writer::SOLE, (103, 1), after(2, Some(100)), "r2");
+    assert_eq!(drain(&mut g), ["r2", "beat@105"]);
+    let header = Sequence { seq: 2, after_ms: Some(100) }.header_value();
+    assert_eq!(Sequence::parse(header.as_bytes()), Some(Sequence { seq: 2, after_ms: Some(100) }));
+    assert_eq!(Sequence::parse(b"7"), Some(Sequence { seq: 7, after_ms: None }));
+    for bad in [&b"0"[..], b"", b"x", b"3@", b"3@x", b"-1"] {
+        assert_eq!(Sequence::parse(bad), None, "{bad:?}");
+    }
+}
