@@ -139,29 +139,39 @@ async fn created_topics_follow_the_table_and_a_contradicting_one_is_reported() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn publish_refuses_input_older_than_its_topics_retention() {
+async fn publish_keeps_an_old_trace_in_topics_it_creates_and_refuses_topics_that_would_delete_it() {
     let infra = infra();
+    let admin = admin(&infra.bootstrap);
     let dir = tempfile::tempdir().unwrap();
     // The demo trace was observed on 2026-11-29: older than a day.
     let demo = repo_path("tests/fixtures/traces/demo.jsonl");
-    let run = |retention: &str| {
+    let files = |retention: &str| {
         let prefix = format!("{}.", unique_name("refuse"));
         let config = dir.path().join(format!("{prefix}toml"));
         std::fs::write(&config, format!("[topics]\nprefix = \"{prefix}\"\n{retention}")).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
-            .args(["publish", "--create-topics", "--bootstrap", &infra.bootstrap, "--input", &demo])
-            .arg("--config")
-            .arg(&config)
-            .output()
-            .unwrap();
         let pipeline = PipelineConfig::load(&config).unwrap();
         let topics = &pipeline.topics;
-        let names = [&topics.pods, &topics.jobs, &topics.cronjobs, &topics.leases].map(|t| topics.full(t));
-        let published: i64 = names.iter().map(|t| records_in(&infra.bootstrap, t)).sum();
-        (out, published)
+        let names = [&topics.pods, &topics.jobs, &topics.cronjobs, &topics.leases, &topics.sessions]
+            .map(|t| topics.full(t));
+        (config, pipeline, names)
     };
+    let publish = |config: &std::path::Path, create: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubefacts"));
+        cmd.args(["publish", "--bootstrap", &infra.bootstrap, "--input", &demo]).arg("--config").arg(config);
+        if create {
+            cmd.arg("--create-topics");
+        }
+        cmd.output().unwrap()
+    };
+    let published = |names: &[String]| -> i64 { names.iter().map(|t| records_in(&infra.bootstrap, t)).sum() };
+    const A_DAY: &str = "[topics.retention]\ninputs_ms = 86400000\n";
 
-    let (out, published) = run("[topics.retention]\ninputs_ms = 86400000\n");
+    // Input topics that exist and keep a day: refused before anything is written.
+    let (config, pipeline, names) = files(A_DAY);
+    let specs: Vec<TopicSpec> = names.iter().map(|n| pipeline.topics.spec(n, 1, false)).collect();
+    ensure_topics(&admin, &specs, true).await.unwrap();
+    assert_eq!(policy_and_retention(&admin, &names[0]).await.1, "86400000");
+    let out = publish(&config, false);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "publish must fail:\n{stderr}");
     assert!(stderr.contains("refusing to publish"), "{stderr}");
@@ -169,10 +179,24 @@ async fn publish_refuses_input_older_than_its_topics_retention() {
         stderr.contains("retention.ms=86400000") && stderr.contains("topics.retention.inputs_ms"),
         "{stderr}"
     );
-    assert_eq!(published, 0, "nothing was published, so nothing is silently deleted");
+    assert_eq!(published(&names), 0, "nothing was published, so nothing is silently deleted");
 
-    // The default keeps input forever: the same trace is published whole.
-    let (out, published) = run("");
+    // The same file, the topics created by publish: they keep the old trace, and it says so.
+    let (config, _, names) = files(A_DAY);
+    let out = publish(&config, true);
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(published > 0);
+    assert!(stdout.contains("keep their records forever (retention.ms=-1)"), "{stdout}");
+    for name in &names {
+        assert_eq!(policy_and_retention(&admin, name).await.1, "-1", "{name}");
+    }
+    let whole = published(&names);
+    assert!(whole > 0);
+
+    // A file without a retention keeps inputs forever: the trace is published whole, silently.
+    let (config, _, names) = files("");
+    let out = publish(&config, true);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("keep their records forever"));
+    assert_eq!(published(&names), whole);
 }

@@ -48,16 +48,6 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     let config = super::load_pipeline(args.config.as_deref())?;
     let input = TraceInput::open(&args.input)?;
     let brokers = args.kafka.brokers(&config.kafka)?;
-    args.topics.ensure(&brokers, &config.topics).await?;
-    let codec = args.kafka.codec()?;
-    if super::registry::register_inputs(&codec, &config.topics, &InputTopic::ALL).await?
-        == super::registry::Registered::Stopped
-    {
-        anyhow::bail!("stopped while waiting for the schema registry: nothing was published");
-    }
-    let mut publisher = Publisher::connect(&brokers, &codec, &config.topics).await?;
-    let oldest = RetentionGuard::read(&brokers, &config.topics).await?;
-
     let instance = args
         .instance_id
         .clone()
@@ -70,7 +60,24 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         let (config, finish) = (config.clone(), args.finish.finish);
         move || read_trace(input, source, &config, finish, &tx)
     })?;
-    while let Some(chunk) = rx.recv().await {
+    // The first observations (a trace is in time order) say how old it is: input topics
+    // created for a trace older than their retention keep it.
+    let first = rx.recv().await;
+    let topics = topics_for(&config.topics, first.as_deref(), args.topics.create_topics);
+    args.topics.ensure(&brokers, &topics).await?;
+    let codec = args.kafka.codec()?;
+    if super::registry::register_inputs(&codec, &config.topics, &InputTopic::ALL).await?
+        == super::registry::Registered::Stopped
+    {
+        anyhow::bail!("stopped while waiting for the schema registry: nothing was published");
+    }
+    let mut publisher = Publisher::connect(&brokers, &codec, &config.topics).await?;
+    let oldest = RetentionGuard::read(&brokers, &config.topics).await?;
+    let mut chunks = first.into_iter();
+    while let Some(chunk) = match chunks.next() {
+        Some(chunk) => Some(chunk),
+        None => rx.recv().await,
+    } {
         for obs in &chunk {
             oldest.check(obs)?;
             publisher.publish(obs).await?;
@@ -100,6 +107,31 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         println!("{line}");
     }
     read.all_used
+}
+
+/// The topics `publish` creates (with `--create-topics`): those of the pipeline file, or,
+/// when the trace begins before the inputs' retention (a recorded trace, a backfill),
+/// inputs that keep records forever — a finite retention would delete them on arrival. An
+/// input that exists already keeps its settings (and [`RetentionGuard`] judges them).
+fn topics_for(
+    topics: &kubefacts::config::TopicsConfig,
+    first: Option<&[Observation]>,
+    creating: bool,
+) -> kubefacts::config::TopicsConfig {
+    let mut topics = topics.clone();
+    let keeps = topics.retention.inputs_ms;
+    let begins = first.and_then(|obs| obs.iter().map(|o| o.record.observed_at()).min());
+    let Some(begins) = begins.filter(|_| creating && keeps >= 0) else { return topics };
+    if begins < jiff::Timestamp::now().as_millisecond() - keeps {
+        let time = kubefacts::codec::json::rfc3339_millis(begins).unwrap_or_else(|| begins.to_string());
+        println!(
+            "publish: the trace begins at {time}, before the inputs' retention (topics.retention.inputs_ms={keeps}, \
+             {:.1} days): input topics created now keep their records forever (retention.ms=-1)",
+            keeps as f64 / 86_400_000.0
+        );
+        topics.retention.inputs_ms = -1;
+    }
+    topics
 }
 
 /// What the reading thread found in the trace.

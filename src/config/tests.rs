@@ -1,8 +1,13 @@
 use super::*;
 
 #[test]
-fn shipped_default_file_equals_the_built_in_defaults() {
-    assert_eq!(PipelineConfig::embedded_default().unwrap(), PipelineConfig::default());
+fn shipped_default_file_equals_the_built_in_defaults_but_bounds_the_inputs() {
+    // The one difference: the file is what a live cluster runs, whose inputs keep two weeks;
+    // a file without `[topics.retention]` keeps them forever (recorded traces).
+    let mut shipped = PipelineConfig::embedded_default().unwrap();
+    assert_eq!(shipped.topics.retention.inputs_ms, 14 * 24 * 3_600_000);
+    shipped.topics.retention.inputs_ms = RetentionConfig::default().inputs_ms;
+    assert_eq!(shipped, PipelineConfig::default());
 }
 
 #[test]
@@ -145,4 +150,15 @@ fn cleanup_settings_out_of_range_fail_at_start_naming_the_key() {
         .replace("annotation_keys = [\"kubefacts.io/depends-on\"]", "annotation_keys = []");
     let cfg = PipelineConfig::parse(&off, "t.toml").unwrap();
     assert!(!cfg.cleanup.enabled());
+}
+
+#[test]
+fn the_default_file_bounds_the_inputs_and_a_file_without_the_section_keeps_them() {
+    // A live cluster's disk is bounded (issue 47); a pipeline file that says nothing keeps
+    // records forever, as a replay of a recorded trace needs.
+    let cfg = PipelineConfig::embedded_default().unwrap();
+    assert_eq!(cfg.topics.retention.inputs_ms, 14 * 24 * 3_600_000);
+    assert_eq!(cfg.topics.retention.facts_ms, -1);
+    let bare = PipelineConfig::parse("[topics]\nprefix = \"x.\"\n", "t.toml").unwrap();
+    assert_eq!(bare.topics.retention.inputs_ms, -1);
 }

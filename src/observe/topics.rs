@@ -233,6 +233,10 @@ pub fn topics_table() -> String {
             Some(key) if role.kind == TopicKind::Internal => {
                 ("delete", format!("`{key}` (default -1), purged up to the committed offset"))
             }
+            Some(key) if role.kind == TopicKind::Input => (
+                "delete",
+                format!("`{key}` (pipelines/default.toml and the chart: 14 days; unset: -1, forever)"),
+            ),
             Some(key) => ("delete", format!("`{key}` (default -1: forever)")),
         };
         out += &format!(

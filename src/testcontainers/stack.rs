@@ -70,7 +70,8 @@ impl StackBuilder {
         self
     }
 
-    /// The pipeline file's text (default: the embedded `pipelines/default.toml`).
+    /// The pipeline file's text (default: the embedded `pipelines/default.toml` with inputs
+    /// kept forever, for recorded traces: a finite retention deletes old records on arrival).
     pub fn pipeline_toml(mut self, toml: impl Into<String>) -> Self {
         self.pipeline_toml = Some(toml.into());
         self
@@ -123,7 +124,7 @@ impl StackBuilder {
         let id = stack_id();
         let pipeline_toml = match &self.pipeline_toml {
             Some(t) => t.clone(),
-            None => crate::config::DEFAULT_PIPELINE_TOML.to_owned(),
+            None => replay_default()?,
         };
         let config = PipelineConfig::parse(&pipeline_toml, "the stack's pipeline")?;
         let work = tempfile::Builder::new()
@@ -713,4 +714,37 @@ fn path_str(path: &Path) -> Result<String, StackError> {
     path.to_str()
         .map(str::to_owned)
         .ok_or_else(|| StackError::Io { path: path.to_owned(), source: std::io::Error::other("not UTF-8") })
+}
+
+/// The embedded `pipelines/default.toml` with `[topics.retention] inputs_ms = -1`: a stack
+/// replays recorded traces, whose timestamps the default two weeks would delete on arrival.
+fn replay_default() -> Result<String, crate::config::ConfigError> {
+    use crate::config::ConfigError;
+    let origin = || "embedded default".to_owned();
+    let mut doc: toml::Table = toml::from_str(crate::config::DEFAULT_PIPELINE_TOML)
+        .map_err(|e| ConfigError::Parse { origin: origin(), source: Box::new(e) })?;
+    let invalid =
+        |reason: String| ConfigError::Invalid { origin: origin(), key: "topics.retention".into(), reason };
+    let retention = (doc.get_mut("topics"))
+        .and_then(|t| t.get_mut("retention"))
+        .and_then(toml::Value::as_table_mut)
+        .ok_or_else(|| invalid("missing".into()))?;
+    retention.insert("inputs_ms".into(), toml::Value::Integer(-1));
+    toml::to_string(&doc).map_err(|e| invalid(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{DEFAULT_PIPELINE_TOML, PipelineConfig};
+
+    #[test]
+    fn the_stack_keeps_the_default_pipeline_but_keeps_inputs_forever() {
+        let stack = PipelineConfig::parse(&super::replay_default().unwrap(), "stack").unwrap();
+        let default = PipelineConfig::parse(DEFAULT_PIPELINE_TOML, "default").unwrap();
+        assert_eq!(stack.topics.retention.inputs_ms, -1);
+        assert_ne!(default.topics.retention.inputs_ms, -1);
+        let mut same = stack.clone();
+        same.topics.retention.inputs_ms = default.topics.retention.inputs_ms;
+        assert_eq!(format!("{same:?}"), format!("{default:?}"), "nothing else differs");
+    }
 }
