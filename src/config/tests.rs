@@ -162,3 +162,15 @@ fn the_default_file_bounds_the_inputs_and_a_file_without_the_section_keeps_them(
     let bare = PipelineConfig::parse("[topics]\nprefix = \"x.\"\n", "t.toml").unwrap();
     assert_eq!(bare.topics.retention.inputs_ms, -1);
 }
+
+#[test]
+fn internal_topics_roll_small_segments_so_a_purge_frees_disk() {
+    // The broker deletes a purged segment only once it has rolled: with Kafka's 7-day, 1 GiB
+    // segments a purge freed nothing for a week (tests/disk_stays_bounded_over_days.rs).
+    let topics = TopicsConfig::default();
+    let internal = topics.spec(&topics.full(&topics.journal_repartition), 3, false);
+    assert_eq!(internal.config.get("segment.ms").map(String::as_str), Some("600000"));
+    assert_eq!(internal.config.get("segment.bytes").map(String::as_str), Some("52428800"));
+    let facts = topics.spec(&topics.full(&topics.job_run_facts), 3, false);
+    assert!(!facts.config.contains_key("segment.ms"), "a public log keeps the broker's segments");
+}

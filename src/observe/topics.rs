@@ -217,6 +217,14 @@ impl Default for TopicsConfig {
     }
 }
 
+/// `segment.ms` of internal topics: the broker deletes a purged segment once it rolls, and
+/// it rolls by record time, so an internal topic keeps about this much stream time beyond
+/// what the application has committed.
+pub const INTERNAL_SEGMENT_MS: i64 = 600_000;
+
+/// `segment.bytes` of internal topics: a bound on a segment's size in a backlog.
+pub const INTERNAL_SEGMENT_BYTES: i64 = 52_428_800;
+
 /// The table of docs/TOPICS.md, rendered from [`TOPIC_ROLES`] and the defaults (a test
 /// keeps the two equal).
 pub fn topics_table() -> String {
@@ -230,9 +238,10 @@ pub fn topics_table() -> String {
             topics.named().into_iter().find(|(k, _)| *k == role.key).map(|(_, n)| n).unwrap_or_default();
         let (cleanup, retention) = match TopicsConfig::retention_key(role.kind) {
             None => ("compact", "latest record per key, forever".to_owned()),
-            Some(key) if role.kind == TopicKind::Internal => {
-                ("delete", format!("`{key}` (default -1), purged up to the committed offset"))
-            }
+            Some(key) if role.kind == TopicKind::Internal => (
+                "delete",
+                format!("`{key}` (default -1), purged up to the committed offset; segments of 10 min, 50 MB"),
+            ),
             Some(key) if role.kind == TopicKind::Input => (
                 "delete",
                 format!("`{key}` (pipelines/default.toml and the chart: 14 days; unset: -1, forever)"),
@@ -302,12 +311,19 @@ impl TopicsConfig {
             TopicKind::Facts
         });
         let spec = crate::runtime::topics::TopicSpec::new(full_name, partitions);
-        match self.retention_ms(kind) {
+        let spec = match self.retention_ms(kind) {
             None => spec.compacted(),
             Some(ms) => {
                 spec.with_config("retention.ms", ms.to_string()).with_setting(Self::retention_key(kind))
             }
+        };
+        if kind != TopicKind::Internal {
+            return spec;
         }
+        // Purged as the application commits past them; the broker frees disk a segment at a
+        // time, so their segments are small (Kafka Streams' repartition topics: 10 min, 50 MB).
+        spec.with_config("segment.ms", INTERNAL_SEGMENT_MS.to_string())
+            .with_config("segment.bytes", INTERNAL_SEGMENT_BYTES.to_string())
     }
 
     /// Every topic's `[topics]` key and name, in `[topics]` order.

@@ -403,10 +403,14 @@ fn config_drift(spec: &TopicSpec, actual: impl Fn(&str) -> Option<String>) -> Ve
         .filter_map(|(key, want)| {
             let have = actual(key).unwrap_or_default();
             (have != *want).then(|| {
-                let from = spec.setting.map(|s| format!(" ({s})")).unwrap_or_default();
+                let setting = spec.setting.filter(|_| key == "retention.ms");
+                let from = setting.map(|s| format!(" ({s})")).unwrap_or_default();
                 let meaning = match (key.as_str(), want.as_str()) {
                     ("retention.ms", "-1") => ": records older than that are deleted, though the pipeline keeps them forever",
                     ("retention.ms", _) => ": records are kept for another time than the pipeline says",
+                    ("segment.ms" | "segment.bytes", _) => {
+                        ": purged records free disk only once their segment rolls"
+                    }
                     _ => "",
                 };
                 format!(
