@@ -200,3 +200,65 @@ async fn publish_keeps_an_old_trace_in_topics_it_creates_and_refuses_topics_that
     assert!(!String::from_utf8_lossy(&out.stdout).contains("keep their records forever"));
     assert_eq!(published(&names), whole);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_sends_nothing_the_broker_would_refuse_as_too_far_ahead_of_its_clock() {
+    // Kafka 4 refuses a record stamped more than `message.timestamp.after.max.ms` (1 h)
+    // ahead of the broker's clock, failing its whole batch with `InvalidDifferentRecord`.
+    let infra = infra();
+    let dir = tempfile::tempdir().unwrap();
+    let now_ms = jiff::Timestamp::now().as_millisecond();
+    let trace = |name: &str, start_ms: i64| {
+        let path = dir.path().join(name);
+        let start = jiff::Timestamp::from_millisecond(start_ms / 60_000 * 60_000).unwrap().to_string();
+        let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+            .args([
+                "simulate",
+                "--profile",
+                "small",
+                "--hours",
+                "1",
+                "--seed",
+                "9",
+                "--start",
+                &start,
+                "--output",
+            ])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        path
+    };
+    let publish = |trace: &std::path::Path| {
+        let prefix = format!("{}.", unique_name("ahead"));
+        let config = dir.path().join(format!("{prefix}toml"));
+        std::fs::write(&config, format!("[topics]\nprefix = \"{prefix}\"\n")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_kubefacts"))
+            .args(["publish", "--create-topics", "--finish", "--bootstrap", &infra.bootstrap, "--input"])
+            .arg(trace)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        let pipeline = PipelineConfig::load(&config).unwrap();
+        let topics = &pipeline.topics;
+        let jobs = records_in(&infra.bootstrap, &topics.full(&topics.jobs));
+        (out, jobs)
+    };
+
+    // An hour's trace ending 55 minutes from now (within the limit, less the margin): its
+    // `--finish` heartbeats reach past its window's end plus grace, beyond the limit.
+    let (out, jobs) = publish(&trace("now.jsonl", now_ms - 300_000));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("heartbeats from") && stdout.contains("were not sent"), "{stdout}");
+    assert!(jobs > 0, "the trace itself was published");
+
+    // A trace whose clock is two hours ahead: refused, naming the setting, nothing sent.
+    let (out, jobs) = publish(&trace("ahead.jsonl", now_ms + 2 * 3_600_000));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "publish must fail:\n{stderr}");
+    assert!(stderr.contains("message.timestamp.after.max.ms=3600000"), "{stderr}");
+    assert_eq!(jobs, 0);
+}

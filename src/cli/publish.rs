@@ -73,6 +73,7 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     }
     let mut publisher = Publisher::connect(&brokers, &codec, &config.topics).await?;
     let oldest = RetentionGuard::read(&brokers, &config.topics).await?;
+    let mut ahead = AheadGuard::read(&brokers, &config.topics).await?;
     let mut chunks = first.into_iter();
     while let Some(chunk) = match chunks.next() {
         Some(chunk) => Some(chunk),
@@ -80,7 +81,9 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     } {
         for obs in &chunk {
             oldest.check(obs)?;
-            publisher.publish(obs).await?;
+            if ahead.admits(obs)? {
+                publisher.publish(obs).await?;
+            }
         }
     }
     let read = reading
@@ -104,6 +107,9 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         println!("{line}");
     }
     if let Some(line) = read.finished {
+        println!("{line}");
+    }
+    if let Some(line) = ahead.held_line() {
         println!("{line}");
     }
     read.all_used
@@ -243,5 +249,82 @@ impl RetentionGuard {
             time(at),
             *ms as f64 / 86_400_000.0
         )
+    }
+}
+
+/// Keeps heartbeats the broker would refuse out of a publish: a record stamped more than
+/// `message.timestamp.after.max.ms` (Kafka 4: one hour) ahead of the broker's clock fails
+/// its whole batch (`InvalidDifferentRecord`), and `--finish` stamps heartbeats up to the end
+/// of the last window plus grace — 70 minutes past a trace that ends now. Such heartbeats are
+/// not sent (and counted); any other observation that far ahead is refused, naming the
+/// setting. A minute of margin leaves room for what `process` stamps with them.
+#[derive(Debug)]
+struct AheadGuard {
+    /// Per input topic with a limit: (topic, name, message.timestamp.after.max.ms).
+    limits: Vec<(kubefacts::observe::InputTopic, String, i64)>,
+    /// Heartbeats not sent: how many, and the first one's time.
+    held: u64,
+    first_held_ms: Option<i64>,
+}
+
+/// What `process` may stamp after a heartbeat it is given, within the broker's limit.
+const AHEAD_MARGIN_MS: i64 = 60_000;
+
+impl AheadGuard {
+    async fn read(
+        brokers: &kubefacts::config::kafka::Brokers,
+        topics: &kubefacts::config::TopicsConfig,
+    ) -> anyhow::Result<Self> {
+        let admin = super::admin_client(brokers)?;
+        let names: Vec<(kubefacts::observe::InputTopic, String)> =
+            kubefacts::observe::InputTopic::ALL.iter().map(|t| (*t, t.topic_name(topics))).collect();
+        let refs: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
+        let after = kubefacts::runtime::topics::timestamp_after_max_ms(&admin, &refs).await?;
+        let limits = names
+            .into_iter()
+            .filter_map(|(t, name)| {
+                let ms = *after.get(&name)?;
+                (ms < i64::MAX / 2).then_some((t, name, ms))
+            })
+            .collect();
+        Ok(Self { limits, held: 0, first_held_ms: None })
+    }
+
+    /// Whether to send `obs`; `Err` for an observation (not a heartbeat) the broker would refuse.
+    fn admits(&mut self, obs: &Observation) -> anyhow::Result<bool> {
+        let Some((_, name, ms)) = self.limits.iter().find(|(t, ..)| *t == obs.topic) else { return Ok(true) };
+        let at = obs.record.observed_at();
+        let now = jiff::Timestamp::now().as_millisecond();
+        if at <= now.saturating_add(*ms).saturating_sub(AHEAD_MARGIN_MS) {
+            return Ok(true);
+        }
+        if obs.record.event() == kubefacts::observe::model::ObservationEvent::Heartbeat {
+            self.held += 1;
+            self.first_held_ms.get_or_insert(at);
+            return Ok(false);
+        }
+        let time = |ms: i64| kubefacts::codec::json::rfc3339_millis(ms).unwrap_or_else(|| ms.to_string());
+        anyhow::bail!(
+            "refusing to publish: an observation stamped {} is more than {:.0} min ahead of this clock ({}), and \
+             the broker refuses records further ahead than topic {name}'s message.timestamp.after.max.ms={ms}; \
+             nothing from here on is published. Check the trace's clock, or raise the setting: \
+             kafka-configs.sh --alter --entity-type topics --entity-name {name} --add-config \
+             message.timestamp.after.max.ms=<ms>",
+            time(at),
+            (*ms - AHEAD_MARGIN_MS) as f64 / 60_000.0,
+            time(now)
+        )
+    }
+
+    /// The line that says what was held back, if anything was.
+    fn held_line(&self) -> Option<String> {
+        let first = self.first_held_ms?;
+        let time = kubefacts::codec::json::rfc3339_millis(first).unwrap_or_else(|| first.to_string());
+        Some(format!(
+            "publish: {} heartbeats from {time} on were not sent: the broker takes no record stamped more than \
+             message.timestamp.after.max.ms ahead of its clock (less a minute for what process stamps); windows \
+             ending after them stay open until later heartbeats arrive (a watcher's)",
+            self.held
+        ))
     }
 }

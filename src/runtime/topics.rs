@@ -441,6 +441,23 @@ pub async fn retention_ms<C: ClientContext>(
     Ok(out)
 }
 
+/// The `message.timestamp.after.max.ms` of each topic among `topics`: how far ahead of its
+/// clock the broker takes a record's timestamp (Kafka 4: one hour by default).
+pub async fn timestamp_after_max_ms<C: ClientContext>(
+    admin: &AdminClient<C>,
+    topics: &[&str],
+) -> Result<BTreeMap<String, i64>, TopicsError> {
+    let results = describe_topic_configs(admin, topics).await?;
+    let mut out = BTreeMap::new();
+    for (topic, result) in topics.iter().zip(results) {
+        let config =
+            result.map_err(|code| TopicsError::DescribeConfigs { topic: (*topic).to_owned(), code })?;
+        let ms = config.get("message.timestamp.after.max.ms").and_then(|e| e.value.as_deref()?.parse().ok());
+        out.insert((*topic).to_owned(), ms.unwrap_or(i64::MAX));
+    }
+    Ok(out)
+}
+
 /// A topic's `max.message.bytes` (the largest record batch the broker accepts on it).
 pub async fn max_message_bytes<C: ClientContext>(
     admin: &AdminClient<C>,
