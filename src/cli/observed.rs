@@ -77,6 +77,12 @@ impl TraceInput {
         };
         Ok(Self { name: path.display().to_string(), total_bytes, input })
     }
+
+    /// Whether it is a stream (standard input, a pipe, a device): its next line may be
+    /// minutes away.
+    pub(super) fn is_stream(&self) -> bool {
+        self.total_bytes.is_none()
+    }
 }
 
 /// Iterates over the observations of a trace, one batch per trace entry read (admission

@@ -47,6 +47,7 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let config = super::load_pipeline(args.config.as_deref())?;
     let input = TraceInput::open(&args.input)?;
+    let stream = input.is_stream();
     let brokers = args.kafka.brokers(&config.kafka)?;
     let instance = args
         .instance_id
@@ -60,9 +61,10 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         let (config, finish) = (config.clone(), args.finish.finish);
         move || read_trace(input, source, &config, finish, &tx)
     })?;
-    // The first observations (a trace is in time order) say how old it is: input topics
-    // created for a trace older than their retention keep it.
-    let first = rx.recv().await;
+    // A file's first observations (a trace is in time order) say how old it is: input
+    // topics created for a trace older than their retention keep it. A stream (a live watch
+    // piped in) is stamped now, and connects at once, before its first line arrives.
+    let first = if stream || !args.topics.create_topics { None } else { rx.recv().await };
     let topics = topics_for(&config.topics, first.as_deref(), args.topics.create_topics);
     args.topics.ensure(&brokers, &topics).await?;
     let codec = args.kafka.codec()?;
