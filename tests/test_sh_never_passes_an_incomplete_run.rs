@@ -93,8 +93,12 @@ impl Layout {
     /// Starts test.sh with these variables, its stdout and stderr captured.
     fn start(&self, vars: &[(&str, &str)]) -> Child {
         let path = format!("{}:{}", self.path("bin").display(), std::env::var("PATH").unwrap());
-        let mut cmd = Command::new("bash");
-        cmd.arg(self.path("scripts/test.sh"))
+        // As from a terminal: the signals this test sends handled by default. A run started
+        // with one ignored (under `nohup`, as a CI runner may start it) passes that on, and
+        // bash cannot trap a signal ignored at its start: test.sh then never saw the SIGHUP.
+        let mut cmd = Command::new("perl");
+        cmd.args(["-e", "$SIG{$_} = 'DEFAULT' for qw(HUP INT TERM); exec @ARGV or die \"exec: $!\"", "bash"])
+            .arg(self.path("scripts/test.sh"))
             .env("PATH", path)
             .env("STUB_ROOT", self.root.path())
             .env("CARGO_TARGET_DIR", self.path("target"))
@@ -107,7 +111,7 @@ impl Layout {
         }
         // A group of its own, which `finish` can stop whole if the script does not end.
         cmd.process_group(0);
-        cmd.spawn().expect("bash scripts/test.sh")
+        cmd.spawn().expect("perl (Debian's perl-base) starting bash scripts/test.sh")
     }
 
     /// Waits for test.sh to end, at most `limit`, and reads what it printed. A script that
