@@ -203,6 +203,11 @@ fn read_trace(
     Some(TraceRead { entries, rejected, excluded, cuts: observer.cuts(), finished, all_used })
 }
 
+/// Every input topic with its name.
+fn input_names(topics: &kubefacts::config::TopicsConfig) -> Vec<(InputTopic, String)> {
+    InputTopic::ALL.iter().map(|t| (*t, t.topic_name(topics))).collect()
+}
+
 /// Refuses observations the broker would delete at once: older than their topic's
 /// `retention.ms` (records are deleted by timestamp, and a recorded trace carries its own).
 #[derive(Debug)]
@@ -216,9 +221,7 @@ impl RetentionGuard {
         brokers: &kubefacts::config::kafka::Brokers,
         topics: &kubefacts::config::TopicsConfig,
     ) -> anyhow::Result<Self> {
-        let admin = super::admin_client(brokers)?;
-        let names: Vec<(kubefacts::observe::InputTopic, String)> =
-            kubefacts::observe::InputTopic::ALL.iter().map(|t| (*t, t.topic_name(topics))).collect();
+        let (admin, names) = (super::admin_client(brokers)?, input_names(topics));
         let refs: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
         let retention = kubefacts::runtime::topics::retention_ms(&admin, &refs).await?;
         let now = jiff::Timestamp::now().as_millisecond();
@@ -277,9 +280,7 @@ impl AheadGuard {
         brokers: &kubefacts::config::kafka::Brokers,
         topics: &kubefacts::config::TopicsConfig,
     ) -> anyhow::Result<Self> {
-        let admin = super::admin_client(brokers)?;
-        let names: Vec<(kubefacts::observe::InputTopic, String)> =
-            kubefacts::observe::InputTopic::ALL.iter().map(|t| (*t, t.topic_name(topics))).collect();
+        let (admin, names) = (super::admin_client(brokers)?, input_names(topics));
         let refs: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
         let after = kubefacts::runtime::topics::timestamp_after_max_ms(&admin, &refs).await?;
         let limits = names

@@ -428,32 +428,39 @@ pub async fn retention_ms<C: ClientContext>(
     admin: &AdminClient<C>,
     topics: &[&str],
 ) -> Result<BTreeMap<String, i64>, TopicsError> {
-    let results = describe_topic_configs(admin, topics).await?;
-    let mut out = BTreeMap::new();
-    for (topic, result) in topics.iter().zip(results) {
-        let config =
-            result.map_err(|code| TopicsError::DescribeConfigs { topic: (*topic).to_owned(), code })?;
-        let value = |key: &str| config.get(key).and_then(|e| e.value.clone()).unwrap_or_default();
-        let deletes = value("cleanup.policy").split(',').any(|p| p.trim() == "delete");
-        let ms = if deletes { value("retention.ms").parse().unwrap_or(-1) } else { -1 };
-        out.insert((*topic).to_owned(), ms);
-    }
-    Ok(out)
+    per_topic(admin, topics, |value| {
+        let deletes = value("cleanup.policy").unwrap_or_default().split(',').any(|p| p.trim() == "delete");
+        if deletes { value("retention.ms").and_then(|v| v.parse().ok()).unwrap_or(-1) } else { -1 }
+    })
+    .await
 }
 
 /// The `message.timestamp.after.max.ms` of each topic among `topics`: how far ahead of its
-/// clock the broker takes a record's timestamp (Kafka 4: one hour by default).
+/// clock the broker takes a record's timestamp (Kafka 4: one hour by default; `i64::MAX`
+/// when the broker does not say).
 pub async fn timestamp_after_max_ms<C: ClientContext>(
     admin: &AdminClient<C>,
     topics: &[&str],
+) -> Result<BTreeMap<String, i64>, TopicsError> {
+    per_topic(admin, topics, |value| {
+        value("message.timestamp.after.max.ms").and_then(|v| v.parse().ok()).unwrap_or(i64::MAX)
+    })
+    .await
+}
+
+/// `read` of each topic's configuration (a config's value by key), by topic name.
+async fn per_topic<C: ClientContext>(
+    admin: &AdminClient<C>,
+    topics: &[&str],
+    read: impl Fn(&dyn Fn(&str) -> Option<String>) -> i64,
 ) -> Result<BTreeMap<String, i64>, TopicsError> {
     let results = describe_topic_configs(admin, topics).await?;
     let mut out = BTreeMap::new();
     for (topic, result) in topics.iter().zip(results) {
         let config =
             result.map_err(|code| TopicsError::DescribeConfigs { topic: (*topic).to_owned(), code })?;
-        let ms = config.get("message.timestamp.after.max.ms").and_then(|e| e.value.as_deref()?.parse().ok());
-        out.insert((*topic).to_owned(), ms.unwrap_or(i64::MAX));
+        let value = |key: &str| config.get(key).and_then(|e| e.value.clone());
+        out.insert((*topic).to_owned(), read(&value));
     }
     Ok(out)
 }
