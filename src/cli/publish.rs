@@ -1,7 +1,7 @@
 //! `kubefacts publish`: a cluster trace onto the input topics, through the same
 //! minimization, admission and keying as the live watcher.
 
-use std::{path::PathBuf, time::Instant};
+use std::{collections::BTreeMap, path::PathBuf, time::Instant};
 
 use clap::Args;
 
@@ -74,8 +74,7 @@ pub(super) async fn run(args: PublishArgs) -> anyhow::Result<()> {
         anyhow::bail!("stopped while waiting for the schema registry: nothing was published");
     }
     let mut publisher = Publisher::connect(&brokers, &codec, &config.topics).await?;
-    let oldest = RetentionGuard::read(&brokers, &config.topics).await?;
-    let mut ahead = AheadGuard::read(&brokers, &config.topics).await?;
+    let (oldest, mut ahead) = guards(&brokers, &config.topics).await?;
     let mut chunks = first.into_iter();
     while let Some(chunk) = match chunks.next() {
         Some(chunk) => Some(chunk),
@@ -203,9 +202,18 @@ fn read_trace(
     Some(TraceRead { entries, rejected, excluded, cuts: observer.cuts(), finished, all_used })
 }
 
-/// Every input topic with its name.
-fn input_names(topics: &kubefacts::config::TopicsConfig) -> Vec<(InputTopic, String)> {
-    InputTopic::ALL.iter().map(|t| (*t, t.topic_name(topics))).collect()
+/// The guards of what `publish` sends, from the input topics' settings on the broker.
+async fn guards(
+    brokers: &kubefacts::config::kafka::Brokers,
+    topics: &kubefacts::config::TopicsConfig,
+) -> anyhow::Result<(RetentionGuard, AheadGuard)> {
+    let admin = super::admin_client(brokers)?;
+    let names: Vec<(InputTopic, String)> =
+        InputTopic::ALL.iter().map(|t| (*t, t.topic_name(topics))).collect();
+    let refs: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
+    let retention = kubefacts::runtime::topics::retention_ms(&admin, &refs).await?;
+    let after = kubefacts::runtime::topics::timestamp_after_max_ms(&admin, &refs).await?;
+    Ok((RetentionGuard::new(&names, &retention), AheadGuard::new(&names, &after)))
 }
 
 /// Refuses observations the broker would delete at once: older than their topic's
@@ -217,22 +225,15 @@ struct RetentionGuard {
 }
 
 impl RetentionGuard {
-    async fn read(
-        brokers: &kubefacts::config::kafka::Brokers,
-        topics: &kubefacts::config::TopicsConfig,
-    ) -> anyhow::Result<Self> {
-        let (admin, names) = (super::admin_client(brokers)?, input_names(topics));
-        let refs: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
-        let retention = kubefacts::runtime::topics::retention_ms(&admin, &refs).await?;
+    fn new(names: &[(InputTopic, String)], retention: &BTreeMap<String, i64>) -> Self {
         let now = jiff::Timestamp::now().as_millisecond();
-        let limits = names
-            .into_iter()
+        let limits = (names.iter())
             .filter_map(|(t, name)| {
-                let ms = *retention.get(&name)?;
-                (ms >= 0).then(|| (t, name, ms, now - ms))
+                let ms = *retention.get(name)?;
+                (ms >= 0).then(|| (*t, name.clone(), ms, now - ms))
             })
             .collect();
-        Ok(Self { limits })
+        Self { limits }
     }
 
     fn check(&self, obs: &kubefacts::observe::Observation) -> anyhow::Result<()> {
@@ -276,21 +277,14 @@ struct AheadGuard {
 const AHEAD_MARGIN_MS: i64 = 60_000;
 
 impl AheadGuard {
-    async fn read(
-        brokers: &kubefacts::config::kafka::Brokers,
-        topics: &kubefacts::config::TopicsConfig,
-    ) -> anyhow::Result<Self> {
-        let (admin, names) = (super::admin_client(brokers)?, input_names(topics));
-        let refs: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
-        let after = kubefacts::runtime::topics::timestamp_after_max_ms(&admin, &refs).await?;
-        let limits = names
-            .into_iter()
+    fn new(names: &[(InputTopic, String)], after: &BTreeMap<String, i64>) -> Self {
+        let limits = (names.iter())
             .filter_map(|(t, name)| {
-                let ms = *after.get(&name)?;
-                (ms < i64::MAX / 2).then_some((t, name, ms))
+                let ms = *after.get(name)?;
+                (ms < i64::MAX / 2).then(|| (*t, name.clone(), ms))
             })
             .collect();
-        Ok(Self { limits, held: 0, first_held_ms: None })
+        Self { limits, held: 0, first_held_ms: None }
     }
 
     /// Whether to send `obs`; `Err` for an observation (not a heartbeat) the broker would refuse.
